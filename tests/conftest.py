@@ -1,0 +1,20 @@
+import os
+import tempfile
+
+import pytest
+
+# Tests never read or write the user's cache: measured peaks and catalogs go to a fresh directory.
+os.environ["TVM_TTILE_CACHE"] = tempfile.mkdtemp(prefix="tvm_ttile_test_cache_")
+
+
+@pytest.fixture(scope="session")
+def host():
+    from tvm_ttile.cpu import detect_host
+
+    return detect_host()
+
+
+def runnable_isas():
+    from tvm_ttile.cpu import _runs_here
+
+    return [i for i in ("avx2", "avx512", "neon") if _runs_here(i)]

@@ -1,0 +1,98 @@
+"""The offline catalog on a handful of candidates: measured through MetaSchedule, stored, resumed, shown."""
+import json
+
+import pytest
+
+from tvm_ttile import cli
+from tvm_ttile.microkernels import catalog as cat_mod
+from tvm_ttile.microkernels import family
+from tvm_ttile.microkernels.heatmap import write_heatmap
+from tvm_ttile.microkernels.spec import Microkernel
+
+
+def few(host, op):
+    red = family.measurement_red(host.isa, host.l1d_bytes)
+    if op == "matmul":
+        return [Microkernel.make("matmul", host.isa.name, host.lanes, red, i=i, j=2) for i in (1, 4, 5, 6)]
+    return [Microkernel.make("conv2d", host.isa.name, host.lanes, red, h=h, w=1, k=2) for h in (1, 4, 5, 6)]
+
+
+@pytest.fixture(scope="module")
+def small_catalog(host, tmp_path_factory):
+    path = tmp_path_factory.mktemp("cat") / "catalog_matmul.json"
+    return cat_mod.build_catalog(host, "matmul", candidates=few(host, "matmul"), path=path), path
+
+
+def test_every_candidate_is_measured(small_catalog):
+    cat, path = small_catalog
+    assert len(cat.entries) == 4
+    for e in cat.entries:
+        assert e["error"] is None, e["error"]
+        assert e["gflops"] > 0 and 0 < e["percent_of_peak"]
+    assert cat.best()["gflops"] == max(e["gflops"] for e in cat.entries)
+    data = json.loads(path.read_text())
+    assert data["complete"] and data["threads"] == 1 and data["peak_gflops"] > 0
+    assert {e["text"] for e in data["kept"]} == {m.text for m in cat.kept}
+
+
+def test_catalog_is_reused_not_remeasured(small_catalog, host, monkeypatch):
+    cat, path = small_catalog
+    monkeypatch.setattr("tvm_ttile.measure.measure_modules", lambda *a, **k: pytest.fail("re-measured"))
+    again = cat_mod.build_catalog(host, "matmul", candidates=few(host, "matmul"), path=path)
+    assert again.entries == cat.entries
+
+
+def test_interrupted_catalog_resumes(small_catalog, host, tmp_path, monkeypatch):
+    cat, _ = small_catalog
+    partial = cat.to_json()
+    partial["entries"], partial["complete"] = partial["entries"][:3], False
+    path = tmp_path / "catalog_matmul.json"
+    path.write_text(json.dumps(partial))
+    import tvm_ttile.measure as measure
+
+    real, seen = measure.measure_modules, []
+
+    def counting(mods, *a, **k):
+        seen.append(len(mods))
+        return real(mods, *a, **k)
+
+    monkeypatch.setattr(measure, "measure_modules", counting)
+    resumed = cat_mod.build_catalog(host, "matmul", candidates=few(host, "matmul"), path=path)
+    assert seen == [1] and len(resumed.entries) == 4
+    assert json.loads(path.read_text())["complete"]
+
+
+def test_heatmap_png(small_catalog, tmp_path):
+    cat, _ = small_catalog
+    out = write_heatmap(cat, tmp_path / "h.png")
+    assert open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_threshold_is_validated(host):
+    from tvm_ttile.errors import TTileError
+
+    with pytest.raises(TTileError, match="threshold"):
+        cat_mod.build_catalog(host, "matmul", threshold=1.5, candidates=[])
+    with pytest.raises(TTileError, match="unknown operator"):
+        cat_mod.build_catalog(host, "pool")
+
+
+def test_cli_microkernels_json(host, monkeypatch, capsys):
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: few(host, op))
+    assert cli.main(["microkernels", "--op", "conv2d", "--json", "--threshold", "0.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["op"] == "conv2d" and out["threshold"] == 0.5
+    for e in out["kept"]:
+        assert set(e) >= {"text", "name", "unroll", "gflops", "percent_of_peak"}
+        assert e["percent_of_peak"] >= 50
+    assert isinstance(out["classes"], list) and "coverage" in out
+    assert open(out["heatmap"], "rb").read(4) == b"\x89PNG"
+    assert cli.main(["microkernels", "--op", "conv2d"]) == 0  # the text report, from the cache
+    assert "conv2d microkernels" in capsys.readouterr().out
+
+
+def test_cli_peak_and_errors(capsys):
+    assert cli.main(["peak", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["peak_gflops"] > 0
+    assert cli.main(["peak", "--target", "llvm -mcpu=haswell"]) == 2
+    assert "JSON dict" in capsys.readouterr().err

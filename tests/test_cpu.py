@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from tvm_ttile import cpu
+from tvm_ttile.errors import UnsupportedISAError
+
+
+def test_host_model(host):
+    assert host.isa.name in ("avx2", "avx512", "neon")
+    assert host.lanes in (4, 8, 16) and host.vector_registers in (16, 32)
+    assert host.l1d_bytes > 0 and host.l2_bytes > host.l1d_bytes
+    assert host.target().kind.name == "llvm"
+
+
+@pytest.mark.parametrize("target,isa", [({"kind": "llvm", "mcpu": "x86-64-v3"}, "avx2"),
+                                        ({"kind": "llvm", "mcpu": "skylake-avx512"}, "avx512"),
+                                        ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}, "neon"),
+                                        ('{"kind": "llvm", "mcpu": "haswell"}', "avx2")])
+def test_isa_follows_the_target(target, isa):
+    model = cpu.from_target(target)
+    assert model.isa.name == isa
+    assert model.target().kind.name == "llvm"
+
+
+def test_bad_targets_are_named():
+    with pytest.raises(UnsupportedISAError, match="JSON dict"):
+        cpu.from_target("llvm -mcpu=haswell")
+    with pytest.raises(UnsupportedISAError, match="llvm"):
+        cpu.from_target({"kind": "c"})
+    with pytest.raises(UnsupportedISAError, match="neither"):
+        cpu.from_target({"kind": "llvm", "mcpu": "nehalem"})
+
+
+def test_cache_key_separates_isas(host):
+    other = "avx2" if host.isa.name != "avx2" else "avx512"
+    model = cpu.CPUModel(name=host.name, isa=cpu.get_isa(other))
+    assert model.cache_dir != host.cache_dir
+    assert "TVM_TTILE" not in str(host.cache_dir) and "tvm_ttile_test_cache" in str(host.cache_dir)
+
+
+def test_peak_is_measured_once_then_cached(host):
+    first = cpu.peak(host)
+    assert first["peak_gflops"] > 1 and first["threads"] == 1
+    assert len(first["gflops_per_repeat"]) == 9
+    assert cpu.peak(host)["measured_at"] == first["measured_at"]
+    assert json.loads((host.cache_dir / "peak.json").read_text())["peak_gflops"] == first["peak_gflops"]
+
+
+def test_foreign_isa_cannot_be_measured_here():
+    foreign = [i for i in ("avx2", "avx512", "neon") if not cpu._runs_here(i)]
+    for isa in foreign:
+        with pytest.raises(UnsupportedISAError, match="cannot run"):
+            cpu.detect_host(isa)
+        with pytest.raises(UnsupportedISAError, match="cannot run on this host"):
+            cpu.measure_peak(cpu.CPUModel(name="x", isa=cpu.get_isa(isa)))

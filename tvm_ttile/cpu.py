@@ -1,0 +1,298 @@
+"""CPU model: ISA, vector lanes, register file, caches, and the measured single-thread fp32 peak.
+
+The first stage of the data flow (CPU -> microkernels -> space -> ...). Everything later reads the
+register count and lanes from here, and reports performance as a percentage of `peak_gflops`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import time
+from pathlib import Path
+
+from .errors import UnsupportedISAError
+
+
+@dataclasses.dataclass(frozen=True)
+class ISA:
+    name: str
+    lanes: int  # fp32 lanes of one vector register
+    vector_registers: int
+    target: dict  # the TVM llvm target that selects this ISA (ISA level, generic scheduling model)
+
+
+# x86 targets use the ISA *levels* rather than the host's own mcpu: with mcpu=znver3 LLVM unrolled the
+# reduction loop of a 12x1 microkernel and spilled (64 GFLOPS against 110 with x86-64-v3, measured here).
+ISAS = {
+    "avx2": ISA("avx2", 8, 16, {"kind": "llvm", "mcpu": "x86-64-v3"}),
+    "avx512": ISA("avx512", 16, 32, {"kind": "llvm", "mcpu": "x86-64-v4"}),
+    "neon": ISA("neon", 4, 32, {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}),
+}
+
+
+def get_isa(name: str) -> ISA:
+    try:
+        return ISAS[name]
+    except KeyError:
+        raise UnsupportedISAError(f"ISA {name!r} is not supported; choose one of {sorted(ISAS)}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CPUModel:
+    name: str
+    isa: ISA
+    flags: tuple = ()
+    l1d_bytes: int = 32 * 1024
+    l2_bytes: int = 512 * 1024
+    l3_bytes: int = 32 * 1024 * 1024
+    fma_units: int = 2  # nominal; the peak below is measured, not derived from this
+    num_cores: int = 1
+    target_override: dict | None = None
+
+    @property
+    def lanes(self) -> int:
+        return self.isa.lanes
+
+    @property
+    def vector_registers(self) -> int:
+        return self.isa.vector_registers
+
+    def target_dict(self, num_cores: int = 1) -> dict:
+        t = dict(self.target_override or self.isa.target)
+        t["num-cores"] = num_cores
+        return t
+
+    def target(self, num_cores: int = 1):
+        import tvm
+
+        return tvm.target.Target(self.target_dict(num_cores))
+
+    @property
+    def cache_dir(self) -> Path:
+        from .cache import cache_key, cache_root
+
+        extra = repr(sorted((self.target_override or {}).items()))
+        return cache_root() / cache_key(self.name, self.isa.name, self.flags, extra)
+
+    def describe(self) -> dict:
+        return {
+            "cpu": self.name,
+            "isa": self.isa.name,
+            "lanes_fp32": self.lanes,
+            "vector_registers": self.vector_registers,
+            "fma_units_nominal": self.fma_units,
+            "l1d_bytes": self.l1d_bytes,
+            "l2_bytes": self.l2_bytes,
+            "l3_bytes": self.l3_bytes,
+            "cores": self.num_cores,
+            "target": self.target_dict(),
+        }
+
+
+def _read_cpuinfo():
+    name, flags = platform.processor() or platform.machine(), ()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "model name" and name in ("", platform.machine(), platform.processor()):
+                    name = val.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = tuple(val.split())
+    except OSError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        fam = [ln.split(":")[1].strip() for ln in info.splitlines() if ln.startswith("cpu family")]
+        mod = [ln.split(":")[1].strip() for ln in info.splitlines() if ln.startswith("model\t")]
+        if fam and mod:  # "AMD EPYC" alone does not tell Zen 3 from Zen 5
+            name = f"{name} (family {fam[0]} model {mod[0]})"
+    except OSError:
+        pass
+    return name, flags
+
+
+def _read_caches():
+    sizes = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in sorted(os.listdir(base)):
+            d = os.path.join(base, idx)
+            try:
+                level = open(os.path.join(d, "level")).read().strip()
+                ctype = open(os.path.join(d, "type")).read().strip()
+                size = open(os.path.join(d, "size")).read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1024, "M": 1024 * 1024}.get(size[-1], 1)
+            value = int(size.rstrip("KM")) * mult
+            if ctype in ("Data", "Unified"):
+                sizes[int(level)] = value
+    except OSError:
+        pass
+    return sizes
+
+
+# Only the flags that change what code can run; the full list would make the cache key fragile.
+_RELEVANT_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "asimd", "neon", "sve")
+
+
+def detect_host(isa: str | None = None) -> CPUModel:
+    """The host CPU. `isa` forces a narrower ISA (e.g. 'avx2' on an AVX-512 machine)."""
+    name, flags = _read_cpuinfo()
+    machine = platform.machine().lower()
+    if isa is None:
+        if machine in ("aarch64", "arm64"):
+            isa = "neon"
+        elif "avx512f" in flags:
+            isa = "avx512"
+        elif "avx2" in flags and "fma" in flags:
+            isa = "avx2"
+        else:
+            raise UnsupportedISAError(
+                f"host CPU {name!r} has neither AVX2+FMA, AVX-512 nor NEON; tvm_ttile needs one of them"
+            )
+    isa_obj = get_isa(isa)
+    if not _host_supports(isa, flags, machine):
+        raise UnsupportedISAError(f"host CPU {name!r} cannot run {isa} code; use --target to compile for it")
+    caches = _read_caches()
+    return CPUModel(
+        name=name,
+        isa=isa_obj,
+        flags=tuple(f for f in flags if f in _RELEVANT_FLAGS),
+        l1d_bytes=caches.get(1, 32 * 1024),
+        l2_bytes=caches.get(2, 512 * 1024),
+        l3_bytes=caches.get(3, 32 * 1024 * 1024),
+        num_cores=os.cpu_count() or 1,
+    )
+
+
+def from_target(target) -> CPUModel:
+    """A CPU model whose ISA follows a TVM llvm target (dict, JSON string or tvm.target.Target)."""
+    import json
+
+    import tvm
+    from tvm.target import codegen
+
+    if isinstance(target, str):
+        try:
+            target = json.loads(target)
+        except ValueError:
+            raise UnsupportedISAError(
+                f"target {target!r} must be a JSON dict such as "
+                '\'{"kind": "llvm", "mcpu": "x86-64-v3"}\' (TVM 0.27 rejects the string form)'
+            ) from None
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if tgt.kind.name != "llvm":
+        raise UnsupportedISAError(f"target kind {tgt.kind.name!r} is not supported; tvm_ttile targets CPUs (llvm)")
+    attrs = dict(tgt.attrs)
+    triple = str(attrs.get("mtriple", ""))
+    if triple.startswith("aarch64") or bool(attrs.get("feature.is_aarch64", False)):
+        isa = "neon"
+    elif codegen.target_has_features("avx512f", tgt):
+        isa = "avx512"
+    elif codegen.target_has_features("avx2", tgt) and codegen.target_has_features("fma", tgt):
+        isa = "avx2"
+    else:
+        raise UnsupportedISAError(f"target {tgt} has neither AVX2+FMA, AVX-512 nor NEON")
+    host = detect_host(isa) if _runs_here(isa) else None
+    override = {k: (list(v) if isinstance(v, (list, tuple)) or type(v).__name__ == "Array" else v)
+                for k, v in attrs.items() if k in ("mcpu", "mtriple", "mattr")}
+    override["kind"] = "llvm"
+    base = host or CPUModel(name=f"target:{tgt}", isa=get_isa(isa))
+    return dataclasses.replace(base, target_override=override)
+
+
+def _host_supports(isa: str, flags, machine: str) -> bool:
+    if isa == "neon":
+        return machine in ("aarch64", "arm64")
+    if isa == "avx512":
+        return "avx512f" in flags
+    return "avx2" in flags and "fma" in flags
+
+
+def _runs_here(isa: str) -> bool:
+    _, flags = _read_cpuinfo()
+    return _host_supports(isa, flags, platform.machine().lower())
+
+
+# --- measured peak ---------------------------------------------------------------------------------
+
+def _peak_primfunc(lanes: int, n_acc: int, iters: int):
+    """n_acc independent FMA chains over `iters` steps: enough ILP to keep every FMA unit busy."""
+    import tvm.tirx as tir
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script import builder as T
+
+    vec = f"float32x{lanes}"
+    with IRBuilder() as ib:
+        with T.prim_func(s_tir=True):
+            T.func_name("fma_peak")
+            px = T.arg("px", T.handle())
+            po = T.arg("po", T.handle())
+            X = T.match_buffer(px, (2 * lanes,), "float32")
+            O = T.match_buffer(po, (n_acc * lanes,), "float32")
+            # noalias lets LLVM keep the accumulators in registers (as te.create_prim_func sets it).
+            T.func_attr({"tirx.noalias": True})
+            with T.sblock("root"), T.sblock("fma_chains"):
+                T.reads(X[0 : 2 * lanes], O[0 : n_acc * lanes])
+                T.writes(O[0 : n_acc * lanes])
+                acc = T.alloc_buffer((n_acc,), vec, scope="local")
+                for i in range(n_acc):
+                    T.buffer_store(acc, O.vload([i * lanes], vec), [i])
+                with T.serial(0, iters):
+                    for i in range(n_acc):
+                        T.buffer_store(acc, T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec)), [i])
+                for i in range(n_acc):
+                    T.buffer_store(O, acc[i], [tir.Ramp(i * lanes, 1, lanes)])
+    return ib.get()
+
+
+def check_runs_here(cpu: CPUModel) -> None:
+    if not _runs_here(cpu.isa.name):
+        raise UnsupportedISAError(
+            f"{cpu.isa.name} code cannot run on this host ({platform.machine()}); it can be compiled, not measured here"
+        )
+
+
+def measure_peak(cpu: CPUModel, repeat: int = 9) -> dict:
+    """Single-thread fp32 FMA throughput, built and timed through TVM (best and median of `repeat`)."""
+    import numpy as np
+    import tvm
+
+    check_runs_here(cpu)
+    n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
+    iters = 20000
+    func = _peak_primfunc(cpu.lanes, n_acc, iters)
+    lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(1))
+    dev = tvm.cpu()
+    x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype("float32"), dev)
+    o = tvm.runtime.tensor(np.zeros(n_acc * cpu.lanes, "float32"), dev)
+    timer = lib.mod.time_evaluator("fma_peak", dev, number=20, repeat=repeat, min_repeat_ms=30)
+    secs = sorted(timer(x, o).results)
+    flops = 2.0 * cpu.lanes * n_acc * iters
+    # The peak is a capacity: the fastest repeat; the median is kept beside it to show the noise.
+    return {
+        "peak_gflops": flops / secs[0] / 1e9,
+        "median_gflops": flops / secs[len(secs) // 2] / 1e9,
+        "gflops_per_repeat": [flops / s / 1e9 for s in secs],
+        "accumulators": n_acc,
+        "threads": 1,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def peak(cpu: CPUModel, rebuild: bool = False) -> dict:
+    """The cached measured peak of `cpu`; measured once per CPU/ISA/TVM/tvm_ttile version."""
+    from .cache import read_json, write_json
+
+    path = cpu.cache_dir / "peak.json"
+    cached = None if rebuild else read_json(path)
+    if cached and "peak_gflops" in cached:
+        return cached
+    result = dict(measure_peak(cpu), **cpu.describe())
+    write_json(path, result)
+    return result

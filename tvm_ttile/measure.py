@@ -1,0 +1,78 @@
+"""Build and time IRModules through MetaSchedule's builder and runner.
+
+Builds run in parallel worker processes; timing runs one at a time in the runner's single worker, so
+builds never disturb a timing. The build function does not import `tvm.s_tir.tensor_intrin` (30-45 s
+per worker here, see ENVIRONMENT.md): modules arrive already tensorized.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from .progress import Progress
+
+
+def build_module(mod, target, _params=None):
+    """MetaSchedule f_build: plain tvm.compile (module-level so worker processes can import it)."""
+    import tvm
+
+    return tvm.compile(mod, target=target).mod  # the runtime Module, which f_export can export
+
+
+@dataclasses.dataclass
+class Measurement:
+    seconds: list  # one entry per repeat (each an average over `number` calls)
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasureSettings:
+    number: int = 5
+    repeat: int = 5
+    min_repeat_ms: int = 20
+    build_workers: int = 2
+    timeout_sec: float = 60.0
+    chunk: int = 32  # builder pool restarts per chunk (MetaSchedule does so per batch)
+
+    def describe(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None) -> list:
+    """Build all `mods` (parallel), then time them one by one. Returns a Measurement per module;
+    a failed build or run is reported in `error`, never dropped."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    builder = ms.builder.LocalBuilder(max_workers=settings.build_workers, timeout_sec=settings.timeout_sec,
+                                      f_build=build_module)
+    runner = ms.runner.LocalRunner(
+        timeout_sec=settings.timeout_sec,
+        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
+                                                   min_repeat_ms=settings.min_repeat_ms,
+                                                   enable_cpu_cache_flush=False),
+    )
+    results = []
+    bar = progress or Progress(len(mods), "measuring")
+    for start in range(0, len(mods), settings.chunk):
+        chunk = mods[start:start + settings.chunk]
+        built = builder.build([ms.builder.BuilderInput(m, target) for m in chunk])
+        for mod, b in zip(chunk, built):
+            if b.error_msg:
+                results.append(Measurement([], f"build failed: {b.error_msg}"))
+            else:
+                args = ArgInfo.from_prim_func(mod["main"])
+                (future,) = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])
+                res = future.result()
+                if res.error_msg:
+                    results.append(Measurement([], f"run failed: {res.error_msg}"))
+                else:
+                    results.append(Measurement([float(s) for s in res.run_secs]))
+            bar.update()
+    if progress is None:
+        bar.close()
+    return results

@@ -1,0 +1,168 @@
+"""The offline microkernel catalog (paper section 4.1): measure every candidate in isolation, keep the
+ones at or above a fraction of the measured peak, and group them into classes for combination.
+
+Stored as JSON per CPU (see cpu.CPUModel.cache_dir), written after every chunk of measurements so an
+interrupted build resumes where it stopped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from itertools import groupby
+from pathlib import Path
+
+from ..cache import read_json, write_json
+from ..errors import TTileError
+from .spec import FAMILIES, Microkernel
+
+DEFAULT_THRESHOLD = 0.80  # the paper keeps microkernels at >= 80% of peak
+COVERAGE_MAX = 256  # sizes checked for two-microkernel coverage
+
+
+def classes_of(kept: list) -> list:
+    """Kept microkernels that differ only in their size along one row dimension (h or w; i for matmul).
+    Only classes with two or more sizes are returned: those are what a Lambda can combine."""
+    out = []
+    if not kept:
+        return out
+    rows = FAMILIES[kept[0].op]["rows"]
+    for dim in rows:
+        key = lambda mk: tuple((d, f) for d, f in mk.unroll if d != dim)  # noqa: E731
+        for fixed, group in groupby(sorted(kept, key=key), key=key):
+            members = sorted(group, key=lambda mk: mk.get(dim))
+            if len(members) >= 2:
+                out.append({"dim": dim, "fixed": dict(fixed), "sizes": [mk.get(dim) for mk in members],
+                            "members": [mk.text for mk in members]})
+    return out
+
+
+def decompose(n: int, sizes) -> tuple | None:
+    """(a, h1, b, h2) with a*h1 + b*h2 == n from two sizes of a class (a single size when b == 0),
+    preferring fewer, larger pieces. None when impossible."""
+    best = None
+    sizes = sorted(set(sizes), reverse=True)
+    for i, h1 in enumerate(sizes):
+        for h2 in sizes[i:]:
+            for a in range(n // h1, -1, -1):
+                rest = n - a * h1
+                if rest % h2 == 0 and (a or rest):
+                    b = rest // h2
+                    cand = (a + b, (a, h1, b, h2) if a else (b, h2, 0, h2))
+                    if best is None or cand[0] < best[0]:
+                        best = cand
+                    break
+    return best[1] if best else None
+
+
+def coverage(classes: list, max_n: int = COVERAGE_MAX) -> dict:
+    """Which sizes 1..max_n a single microkernel or a combination of two from one class can cover."""
+    covered = {dim: set() for dim in {c["dim"] for c in classes}}
+    for c in classes:
+        for n in range(1, max_n + 1):
+            if n not in covered[c["dim"]] and decompose(n, c["sizes"]):
+                covered[c["dim"]].add(n)
+    out = {}
+    for dim, got in covered.items():
+        missing = [n for n in range(1, max_n + 1) if n not in got]
+        start = max(missing) + 1 if missing else 1
+        out[dim] = {"all_sizes_from": start, "up_to": max_n, "uncovered_at_or_above_8": [n for n in missing if n >= 8]}
+    return out
+
+
+@dataclasses.dataclass
+class Catalog:
+    op: str
+    cpu: dict
+    peak_gflops: float
+    threshold: float
+    red: int
+    entries: list  # every measured candidate: text, gflops, percent_of_peak, error
+    settings: dict
+    seconds: float = 0.0
+    complete: bool = True
+
+    @property
+    def kept(self) -> list:
+        return [Microkernel.parse(e["text"]) for e in self.entries
+                if e.get("percent_of_peak") is not None and e["percent_of_peak"] >= 100 * self.threshold]
+
+    @property
+    def classes(self) -> list:
+        return classes_of(self.kept)
+
+    def best(self) -> dict:
+        ok = [e for e in self.entries if e.get("gflops")]
+        if not ok:
+            raise TTileError(f"the {self.op} catalog has no successful measurement")
+        return max(ok, key=lambda e: e["gflops"])
+
+    def to_json(self) -> dict:
+        kept_texts = {mk.text for mk in self.kept}
+        classes = self.classes
+        return {
+            "op": self.op, "cpu": self.cpu, "peak_gflops": self.peak_gflops, "threshold": self.threshold,
+            "reduction_length": self.red, "threads": 1, "settings": self.settings, "seconds": self.seconds,
+            "complete": self.complete, "candidates": len(self.entries),
+            "kept": [dict(e, unroll=dict(Microkernel.parse(e["text"]).unroll), name=Microkernel.parse(e["text"]).name)
+                     for e in sorted(self.entries, key=lambda e: -(e.get("gflops") or 0)) if e["text"] in kept_texts],
+            "classes": classes, "coverage": coverage(classes), "entries": self.entries,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Catalog":
+        return cls(d["op"], d["cpu"], d["peak_gflops"], d["threshold"], d["reduction_length"], d["entries"],
+                   d.get("settings", {}), d.get("seconds", 0.0), d.get("complete", True))
+
+
+def catalog_path(cpu, op):
+    return cpu.cache_dir / f"catalog_{op}.json"
+
+
+def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: bool = False, candidates=None,
+                  settings=None, path=None, chunk: int = 32) -> Catalog:
+    """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few)."""
+    from .. import cpu as cpu_mod
+    from ..measure import MeasureSettings, measure_modules
+    from ..progress import Progress
+    from . import family, intrin
+
+    if op not in FAMILIES:
+        raise TTileError(f"unknown operator {op!r}; choose one of {sorted(FAMILIES)}")
+    if not 0 < threshold <= 1:
+        raise TTileError(f"threshold must be in (0, 1], got {threshold}")
+    path = Path(path) if path else catalog_path(cpu, op)
+    settings = settings or MeasureSettings()
+    red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
+    cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red)
+    old = None if rebuild else read_json(path)
+    done = {}
+    if old and old.get("op") == op and old.get("cpu") == cpu.describe():
+        done = {e["text"]: e for e in old["entries"]}
+        if old.get("complete") and {mk.text for mk in cands} <= set(done):
+            cat = Catalog.from_json(old)
+            cat.threshold = threshold
+            return cat
+    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    todo = [mk for mk in cands if mk.text not in done]
+    started = time.time() - (old or {}).get("seconds", 0.0) if done else time.time()
+    target = cpu.target(1)
+    bar = Progress(len(todo), f"{op} microkernels")
+    entries = [done[mk.text] for mk in cands if mk.text in done]
+    for i in range(0, len(todo), chunk):
+        part = todo[i:i + chunk]
+        # Repeat the tile so one timed call does ~2 MFLOP: call overhead stays negligible.
+        reps = [max(1, math.ceil(2e6 / mk.flops)) for mk in part]
+        mods = [intrin.tensorized_tile(mk, rep) for mk, rep in zip(part, reps)]
+        for mk, rep, m in zip(part, reps, measure_modules(mods, target, settings, progress=bar)):
+            gflops = mk.flops * rep / m.median / 1e9 if m.median else None
+            entries.append({"text": mk.text, "gflops": gflops,
+                            "percent_of_peak": 100 * gflops / peak if gflops else None,
+                            "seconds_per_call": m.median, "repeats_in_call": rep, "error": m.error})
+        cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(),
+                      time.time() - started, complete=len(entries) == len(cands))
+        write_json(path, cat.to_json())  # after every chunk: an interruption loses no finished measurement
+    bar.close()
+    cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(), time.time() - started)
+    write_json(path, cat.to_json())
+    return cat

@@ -1,0 +1,205 @@
+"""Microkernels as TVM tensor intrinsics.
+
+description    = the tile's computation, loop for loop as the operator's block after tiling;
+implementation = fully unrolled vector FMAs; the output tile lives in a local vector buffer (registers)
+                 for the whole reduction loop: loaded once before it, stored once after it.
+PrimFuncs are built with the IR builder (no TVMScript parsing, ~1 ms each), so registering a
+microkernel on demand is cheap.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm.tirx as tir
+from tvm.s_tir import TensorIntrin
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx.script import builder as T
+
+from .spec import Microkernel
+
+
+def loop_nest(mk: Microkernel):
+    """The microkernel's loops from the outermost (the reduction loop) inwards, as (name, extent);
+    loops of extent 1 are left out on both sides of tensorize (lowering moves them above)."""
+    u = dict(mk.unroll)
+    if mk.op == "conv2d":
+        nest = [("c_o", mk.red // u["c"]), ("s", u["s"]), ("r", u["r"]), ("c_i", u["c"]),
+                ("w", u["w"]), ("h", u["h"]), ("k", u["k"] * mk.lanes)]
+    else:
+        nest = [("k", mk.red), ("i", u["i"]), ("j", u["j"] * mk.lanes)]
+    return [(n, e) for n, e in nest if e > 1]
+
+
+def _buffers(mk: Microkernel, params, impl: bool):
+    """Buffer shapes of one tile; the implementation binds any row stride (symbolic strides)."""
+    u = dict(mk.unroll)
+    kv = mk.tile[mk.family["vector"]]
+    if mk.op == "conv2d":
+        ih = (u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1
+        iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
+        shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red, kv), (1, u["h"], u["w"], kv)]
+    else:
+        shapes = [(u["i"], mk.red), (mk.red, kv), (u["i"], kv)]
+    out = []
+    for p, shape in zip(params, shapes):
+        strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
+        out.append(T.match_buffer(p, shape, "float32", strides=strides, offset_factor=1))
+    return out
+
+
+def _func(mk: Microkernel, impl: bool):
+    with IRBuilder() as ib:
+        with T.prim_func(s_tir=True):
+            T.func_name(mk.name + ("_impl" if impl else "_desc"))
+            params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
+            A, B, C = _buffers(mk, params, impl)
+            full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
+            with T.sblock("root"):
+                T.reads(full(C), full(A), full(B))
+                T.writes(full(C))
+                (_impl_body if impl else _desc_body)(mk, A, B, C)
+    return ib.get()
+
+
+def _desc_body(mk, A, B, C):
+    # Dimensions without a loop (extent 1) get no block iterator: blockize drops those on the
+    # scheduled side too, so the two sides compare equal.
+    nest = loop_nest(mk)
+    with T.grid(*[e for _, e in nest]) as loop_vars:
+        lv = dict(zip([n for n, _ in nest], loop_vars if len(nest) > 1 else [loop_vars]))
+        with T.sblock("update"):
+            if mk.op == "conv2d":
+                dims = [("h", "S", "h"), ("w", "S", "w"), ("k", "S", "k"), ("r", "R", "r"), ("s", "R", "s"),
+                        ("c", "R", None)]
+            else:
+                dims = [("i", "S", "i"), ("j", "S", "j"), ("k", "R", "k")]
+            iv = {}
+            for dim, kind, loop in dims:
+                if dim == "c":  # c = c_o * uc + c_i
+                    bind = lv.get("c_o", 0) * mk.get("c") + lv.get("c_i", 0)
+                    present = "c_o" in lv or "c_i" in lv
+                else:
+                    bind, present = lv.get(loop, 0), loop in lv
+                if present:
+                    ext = mk.red if dim == ("c" if mk.op == "conv2d" else "k") else mk.tile[dim]
+                    iv[dim] = (T.axis.spatial if kind == "S" else T.axis.reduce)(ext, bind)
+            g = lambda d: iv.get(d, 0)  # noqa: E731
+            if mk.op == "conv2d":
+                st, dl = mk.stride, mk.dilation
+                o = [0, g("h"), g("w"), g("k")]
+                T.buffer_store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("c")]
+                               * B[g("r"), g("s"), g("c"), g("k")], o)
+            else:
+                o = [g("i"), g("j")]
+                T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
+
+
+def _impl_body(mk, A, B, C):
+    L = mk.lanes
+    vec = f"float32x{L}"
+    u = dict(mk.unroll)
+    nk = u[mk.family["vector"]]
+    if mk.op == "conv2d":
+        rows = [(w, h) for w in range(u["w"]) for h in range(u["h"])]
+        steps = [(s, r, ci) for s in range(u["s"]) for r in range(u["r"]) for ci in range(u["c"])]
+        st, dl, uc = mk.stride, mk.dilation, u["c"]
+        out_at = lambda row, kk: [0, row[1], row[0], kk * L]  # noqa: E731
+        in_at = lambda row, step, c: A[0, row[1] * st + step[1] * dl, row[0] * st + step[0] * dl, c * uc + step[2]]  # noqa: E731
+        w_at = lambda step, c, kk: [step[1], step[0], c * uc + step[2], kk * L]  # noqa: E731
+        red_trips = mk.red // uc
+    else:
+        rows = [(i,) for i in range(u["i"])]
+        steps = [()]
+        out_at = lambda row, kk: [row[0], kk * L]  # noqa: E731
+        in_at = lambda row, step, c: A[row[0], c]  # noqa: E731
+        w_at = lambda step, c, kk: [c, kk * L]  # noqa: E731
+        red_trips = mk.red
+
+    def ramp(idx):
+        return idx[:-1] + [tir.Ramp(idx[-1], 1, L)]
+
+    acc = T.alloc_buffer((len(rows) * nk,), vec, scope="local")
+    slot = lambda ri, kk: ri * nk + kk  # noqa: E731
+    for ri, row in enumerate(rows):
+        for kk in range(nk):
+            T.buffer_store(acc, C.vload(out_at(row, kk), vec), [slot(ri, kk)])
+
+    def fma(ri, row, step, c, kk):
+        bcast = tir.Broadcast(in_at(row, step, c), L)
+        T.buffer_store(acc, T.fma(bcast, B.vload(w_at(step, c, kk), vec), acc[slot(ri, kk)]), [slot(ri, kk)])
+
+    with T.serial(0, red_trips) as c:
+        for step in steps:
+            if mk.weights_resident:
+                for ri, row in enumerate(rows):
+                    for kk in range(nk):
+                        fma(ri, row, step, c, kk)
+            else:
+                for kk in range(nk):
+                    for ri, row in enumerate(rows):
+                        fma(ri, row, step, c, kk)
+    for ri, row in enumerate(rows):
+        for kk in range(nk):
+            T.buffer_store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
+
+
+def register(mk: Microkernel) -> str:
+    """Register `mk` as a TensorIntrin (once per process) and return its name."""
+    if TensorIntrin.get(mk.name, allow_missing=True) is None:
+        mk.check_registers()
+        TensorIntrin.register(mk.name, _func(mk, impl=False), _func(mk, impl=True))
+    return mk.name
+
+
+# --- a tensorized tile of exactly one microkernel, used for measuring and for tests ------------------
+
+def tile_problem(mk: Microkernel):
+    """The operator instance whose whole iteration space is one call of `mk`."""
+    from ..operators import Conv2d, Matmul
+
+    u = dict(mk.unroll)
+    if mk.op == "conv2d":
+        return Conv2d(K=u["k"] * mk.lanes, C=mk.red, H=(u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1,
+                      W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=u["r"], S=u["s"],
+                      stride=mk.stride, dilation=mk.dilation)
+    return Matmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red)
+
+
+def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None) -> None:
+    """Order the microkernel-level loops `loops` (name -> loop) as `loop_nest(mk)` wants, unit loops
+    above them, then decompose the reduction and tensorize. `loops` must hold every name of the
+    nest; extra unit-extent loops listed in it are hoisted."""
+    nest = [n for n, _ in loop_nest(mk)]
+    units = [lp for n, lp in loops.items() if n not in nest]
+    ordered = units + [loops[n] for n in nest]
+    sch.reorder(*ordered)
+    # The init must sit above every reduction loop, the hoisted unit ones included.
+    sch.decompose_reduction(block, init_loop if init_loop is not None else ordered[0])
+    sch.tensorize(loops[nest[0]], register(mk))
+
+
+def tensorized_tile(mk: Microkernel, repeat: int = 1):
+    """An IRModule computing `tile_problem(mk)` with one tensorized call; with repeat > 1 the whole
+    body runs `repeat` times (same data, hot cache) so that one timed call is long enough."""
+    prob = tile_problem(mk)
+    sch = tvm.s_tir.Schedule(prob.prim_func())
+    if mk.op == "conv2d":
+        block = sch.get_sblock("conv2d_nhwc")
+        n, h, w, k, r, s, c = sch.get_loops(block)
+        loops = {"n": n, "c_o": c, "s": s, "r": r, "w": w, "h": h, "k": k}
+        if mk.get("c") > 1:  # split only when unrolled: a unit c_i loop would block blockize
+            loops["c_o"], loops["c_i"] = sch.split(c, [None, mk.get("c")])
+    else:
+        block = sch.get_sblock("matmul")
+        i, j, k = sch.get_loops(block)
+        loops = {"k": k, "i": i, "j": j}
+    tensorize_nest(sch, block, mk, loops)
+    mod = sch.mod
+    if repeat > 1:
+        func = mod["main"]
+        root = func.body.block
+        body = tir.For(tir.Var("rep", "int32"), 0, repeat, tir.ForKind.SERIAL, root.body)
+        new_root = tvm.s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init,
+                                    root.alloc_buffers, root.match_buffers, root.annotations)
+        func = func.with_body(tvm.s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
+        mod = tvm.IRModule({"main": func})
+    return mod

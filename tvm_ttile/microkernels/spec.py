@@ -1,0 +1,153 @@
+"""What a microkernel is, as plain data: its unroll factors, register needs, name and text form.
+
+conv2d family (paper section 4.1):  [U(us,s), U(ur,r), U(uc,c), U(uw,w), U(uh,h), U(uk,k), V(k)]
+matmul family:                      [U(ui,i), U(uj,j), V(j)]
+both inside a reduction loop (c for conv2d, k for matmul) of `red` iterations that the intrinsic owns,
+so the output tile stays in registers for the whole loop: loaded once, stored once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ..errors import RegisterPressureError, ShapeError, TTileError, check_positive
+
+# Family order (outermost first) and which dimensions play which role.
+FAMILIES = {
+    "conv2d": {"dims": ("s", "r", "c", "w", "h", "k"), "vector": "k", "rows": ("w", "h"), "weights": ("s", "r", "c", "k")},
+    "matmul": {"dims": ("i", "j"), "vector": "j", "rows": ("i",), "weights": ("j",)},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Microkernel:
+    op: str
+    isa: str
+    lanes: int
+    unroll: tuple  # ((dim, factor), ...) in family order
+    red: int  # iterations of the reduction loop inside the intrinsic
+    stride: int = 1
+    dilation: int = 1
+
+    def __post_init__(self):
+        if self.op not in FAMILIES:
+            raise TTileError(f"unknown microkernel op {self.op!r}; choose one of {sorted(FAMILIES)}")
+        dims = FAMILIES[self.op]["dims"]
+        if tuple(d for d, _ in self.unroll) != dims:
+            raise TTileError(f"{self.op} microkernel needs unroll factors for {dims} in that order, got {self.unroll}")
+        check_positive(red=self.red, lanes=self.lanes, stride=self.stride, dilation=self.dilation,
+                       **{f"u{d}": f for d, f in self.unroll})
+        if self.op == "conv2d" and self.red % self.get("c"):
+            raise ShapeError(f"reduction length {self.red} is not a multiple of the c unroll {self.get('c')}")
+
+    @classmethod
+    def make(cls, op, isa, lanes, red, stride=1, dilation=1, **factors):
+        dims = FAMILIES.get(op, {}).get("dims")
+        if dims is None:
+            raise TTileError(f"unknown microkernel op {op!r}; choose one of {sorted(FAMILIES)}")
+        unknown = set(factors) - set(dims)
+        if unknown:
+            raise TTileError(f"{op} microkernels have no dimension(s) {sorted(unknown)}; they unroll {dims}")
+        return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation)
+
+    def get(self, dim: str) -> int:
+        return dict(self.unroll)[dim]
+
+    @property
+    def family(self) -> dict:
+        return FAMILIES[self.op]
+
+    @property
+    def output_registers(self) -> int:
+        n = 1
+        for d in self.family["rows"] + (self.family["vector"],):
+            n *= self.get(d)
+        return n
+
+    @property
+    def weight_vectors(self) -> int:
+        n = 1
+        for d in self.family["weights"]:
+            n *= self.get(d)
+        return n
+
+    @property
+    def min_registers(self) -> int:
+        """Accumulators + one weight vector + one broadcast: below this the kernel must spill."""
+        return self.output_registers + 2
+
+    @property
+    def weights_resident(self) -> bool:
+        """FMA order: hold the uk weight vectors of one step while sweeping the rows, when they fit;
+        otherwise sweep k outermost so one weight vector is live (the order that avoided spills here)."""
+        return self.output_registers + self.get(self.family["vector"]) + 1 <= self._regs
+
+    @property
+    def _regs(self) -> int:
+        from ..cpu import get_isa
+
+        return get_isa(self.isa).vector_registers
+
+    def check_registers(self, vector_registers: int | None = None) -> None:
+        regs = vector_registers or self._regs
+        if self.min_registers > regs:
+            raise RegisterPressureError(
+                f"microkernel {self.text} needs {self.output_registers} accumulator registers + 2 "
+                f"but {self.isa} has {regs} vector registers"
+            )
+
+    @property
+    def tile(self) -> dict:
+        """Iteration-space extent covered by one call, per operator dimension."""
+        u = dict(self.unroll)
+        v = self.family["vector"]
+        ext = {d: f for d, f in u.items()}
+        ext[v] = u[v] * self.lanes
+        ext["c" if self.op == "conv2d" else "k"] = self.red
+        return ext
+
+    @property
+    def flops(self) -> int:
+        f = 2 * self.red * self.lanes
+        for d, u in self.unroll:
+            if d != "c":  # c's unroll is part of `red`
+                f *= u
+        return f
+
+    @property
+    def scheme(self) -> str:
+        v = self.family["vector"]
+        body = ",".join(f"U({f},{d})" for d, f in self.unroll)
+        return f"[{body},V({v})]"
+
+    @property
+    def text(self) -> str:
+        """Canonical text: parses back with `Microkernel.parse`."""
+        extra = "" if (self.stride, self.dilation) == (1, 1) else f" stride={self.stride} dilation={self.dilation}"
+        return f"{self.op}/{self.isa}x{self.lanes} {self.scheme} red={self.red}{extra}"
+
+    @property
+    def name(self) -> str:
+        """Deterministic TensorIntrin name: same shape and ISA -> same name."""
+        body = "_".join(f"{d}{f}" for d, f in self.unroll)
+        extra = "" if (self.stride, self.dilation) == (1, 1) else f"_st{self.stride}_dl{self.dilation}"
+        return f"ttile_{self.op}_{self.isa}x{self.lanes}_{body}_red{self.red}{extra}"
+
+    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+) \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
+
+    @classmethod
+    def parse(cls, text: str) -> "Microkernel":
+        m = cls._TEXT.match(text.strip())
+        if not m:
+            raise TTileError(f"not a microkernel text: {text!r}")
+        op, isa, lanes, body, red, st, dl = m.groups()
+        factors = {}
+        for item in re.findall(r"U\((\d+),(\w)\)", body):
+            factors[item[1]] = int(item[0])
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), **factors)
+        if mk.text != text.strip():
+            raise TTileError(f"not a canonical microkernel text: {text!r} (canonical: {mk.text!r})")
+        return mk
+
+    def with_red(self, red: int) -> "Microkernel":
+        return dataclasses.replace(self, red=red)

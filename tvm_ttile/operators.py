@@ -1,0 +1,185 @@
+"""Operators (TE definitions + numpy references) and the benchmark layer/matrix sizes shipped as data.
+
+Layouts follow the paper: conv2d input NHWC, weights RSCK (= TVM's HWIO), output NHWK; the vectorized
+dimension is the innermost one of the output (k for conv2d, j for matmul).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from .errors import ShapeError, check_dtype, check_positive
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2d:
+    K: int
+    C: int
+    H: int  # input height before padding
+    W: int  # input width before padding
+    R: int
+    S: int
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+    N: int = 1
+    name: str = ""
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
+                       dilation=self.dilation, N=self.N)
+        check_dtype(self.dtype)
+        if not isinstance(self.pad, int) or self.pad < 0:
+            raise ShapeError(f"pad must be a non-negative integer, got {self.pad!r}")
+        if self.out_h <= 0 or self.out_w <= 0:
+            raise ShapeError(f"conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
+
+    @property
+    def out_h(self) -> int:
+        return (self.H + 2 * self.pad - self.dilation * (self.R - 1) - 1) // self.stride + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.W + 2 * self.pad - self.dilation * (self.S - 1) - 1) // self.stride + 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.out_h * self.out_w * self.K * self.C * self.R * self.S
+
+    def te(self):
+        """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0."""
+        from tvm import te
+
+        inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
+        wgt = te.placeholder((self.R, self.S, self.C, self.K), self.dtype, name="W")
+        src = inp
+        if self.pad:
+            p = self.pad
+            src = te.compute(
+                (self.N, self.H + 2 * p, self.W + 2 * p, self.C),
+                lambda n, h, w, c: te.if_then_else(
+                    te.all(h >= p, h < self.H + p, w >= p, w < self.W + p), inp[n, h - p, w - p, c], 0.0
+                ),
+                name="pad_temp",
+            )
+        r = te.reduce_axis((0, self.R), name="r")
+        s = te.reduce_axis((0, self.S), name="s")
+        c = te.reduce_axis((0, self.C), name="c")
+        st, dl = self.stride, self.dilation
+        out = te.compute(
+            (self.N, self.out_h, self.out_w, self.K),
+            lambda n, h, w, k: te.sum(src[n, h * st + r * dl, w * st + s * dl, c] * wgt[r, s, c, k], axis=[r, s, c]),
+            name="conv2d_nhwc",
+        )
+        return inp, wgt, out
+
+    def prim_func(self):
+        from tvm import te
+
+        return te.create_prim_func(list(self.te()))
+
+    def random_inputs(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
+                rng.standard_normal((self.R, self.S, self.C, self.K), dtype=np.float32))
+
+    def reference(self, inp, wgt):
+        return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
+
+
+def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1):
+    """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64."""
+    n, h, w, c = inp.shape
+    r, s, c2, k = wgt.shape
+    if c != c2:
+        raise ShapeError(f"input has C={c} but weights have C={c2}")
+    x = np.pad(inp.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
+    ow = (w + 2 * pad - dilation * (s - 1) - 1) // stride + 1
+    out = np.zeros((n, oh, ow, k))
+    for ri in range(r):
+        for si in range(s):
+            patch = x[:, ri * dilation: ri * dilation + stride * (oh - 1) + 1: stride,
+                      si * dilation: si * dilation + stride * (ow - 1) + 1: stride, :]
+            out += patch @ wgt[ri, si].astype(np.float64)
+    return out.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Matmul:
+    """C[M,N] = A[M,K] x B[K,N]; with dense=True the weights are stored W[N,K] (TVM's dense layout)."""
+
+    M: int
+    N: int
+    K: int
+    dense: bool = False
+    name: str = ""
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        check_positive(M=self.M, N=self.N, K=self.K)
+        check_dtype(self.dtype)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    def te(self):
+        from tvm import te
+
+        a = te.placeholder((self.M, self.K), self.dtype, name="A")
+        k = te.reduce_axis((0, self.K), name="k")
+        if self.dense:
+            b = te.placeholder((self.N, self.K), self.dtype, name="W")
+            c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="dense")
+        else:
+            b = te.placeholder((self.K, self.N), self.dtype, name="B")
+            c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
+        return a, b, c
+
+    def prim_func(self):
+        from tvm import te
+
+        return te.create_prim_func(list(self.te()))
+
+    def random_inputs(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        bshape = (self.N, self.K) if self.dense else (self.K, self.N)
+        return (rng.standard_normal((self.M, self.K), dtype=np.float32),
+                rng.standard_normal(bshape, dtype=np.float32))
+
+    def reference(self, a, b):
+        b64 = b.astype(np.float64)
+        return (a.astype(np.float64) @ (b64.T if self.dense else b64)).astype(np.float32)
+
+
+@lru_cache(maxsize=None)
+def _data(fname):
+    return json.loads(resources.files("tvm_ttile.data").joinpath(fname).read_text())
+
+
+def conv2d_layers() -> dict:
+    """The paper's conv2d layers by name (batch 1, fp32), from the package data."""
+    out = {}
+    for d in _data("conv2d_layers.json")["layers"]:
+        out[d["name"]] = Conv2d(K=d["K"], C=d["C"], H=d["in_hw"], W=d["in_hw"], R=d["R"], S=d["R"],
+                                stride=d["stride"], pad=d["pad"], name=d["name"])
+    return out
+
+
+def matmul_shapes() -> dict:
+    return {d["name"]: Matmul(M=d["M"], N=d["N"], K=d["K"], name=d["name"])
+            for d in _data("matmul_shapes.json")["shapes"]}
+
+
+def get_layer(name: str):
+    """A conv2d layer or matmul shape by name, e.g. 'ResNet18-2' or 'bert-qkv'."""
+    table = {**conv2d_layers(), **matmul_shapes()}
+    if name not in table:
+        raise ShapeError(f"unknown layer {name!r}; known: {', '.join(table)}")
+    return table[name]
