@@ -1,0 +1,236 @@
+"""The scheme language (paper section 3.3): a list of loop specifiers from the outermost inwards.
+
+    R(d)                   outer loop over what remains of dimension d
+    T(n, d)                a tile loop of exactly n iterations along d
+    U(n, d)                a tile loop of n iterations, fully unrolled (U(lambda, d): the factor a Lambda sets)
+    V(d)                   the vector lanes along d; innermost, at most one
+    Lambda(d, [(r, a),..]) loop nests in sequence along d; nest i runs r_i times the inner sub-scheme with
+                           U(lambda, d) = a_i. 34 = 2*11 + 1*12 is Lambda(h, [(2,11),(1,12)]).
+
+A scheme has one canonical text form; `Scheme.parse(s.text) == s`. Plain Python: no TVM here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .errors import TTileError
+
+LAMBDA = "lambda"
+
+
+class SchemeError(TTileError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class R:
+    dim: str
+
+    @property
+    def text(self):
+        return f"R({self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
+class T:
+    n: int
+    dim: str
+
+    @property
+    def text(self):
+        return f"T({self.n},{self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
+class U:
+    n: object  # int, or LAMBDA
+    dim: str
+
+    @property
+    def text(self):
+        return f"U({self.n},{self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
+class V:
+    dim: str
+
+    @property
+    def text(self):
+        return f"V({self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lambda:
+    dim: str
+    parts: tuple  # ((repeats, unroll), ...)
+
+    @property
+    def text(self):
+        return f"Lambda({self.dim},[" + ",".join(f"({r},{a})" for r, a in self.parts) + "])"
+
+
+_ITEM = re.compile(r"(R|T|U|V|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+    specs: tuple
+
+    @property
+    def text(self) -> str:
+        return "[" + ",".join(s.text for s in self.specs) + "]"
+
+    def __str__(self):
+        return self.text
+
+    @classmethod
+    def parse(cls, text: str) -> "Scheme":
+        body = text.strip().replace(" ", "")
+        if not (body.startswith("[") and body.endswith("]")):
+            raise SchemeError(f"a scheme is written [spec,spec,...]; got {text!r}")
+        body = body[1:-1]
+        specs, pos = [], 0
+        while pos < len(body):
+            m = _ITEM.match(body, pos)
+            if not m:
+                raise SchemeError(f"cannot read a specifier at {body[pos:]!r} in {text!r}")
+            specs.append(_make(m.group(1), m.group(2), text))
+            pos = m.end()
+            if pos < len(body):
+                if body[pos] != ",":
+                    raise SchemeError(f"expected ',' at {body[pos:]!r} in {text!r}")
+                pos += 1
+        return cls(tuple(specs))
+
+    # --- structure -----------------------------------------------------------------------------
+    def lambda_spec(self):
+        lams = [s for s in self.specs if isinstance(s, Lambda)]
+        if len(lams) > 1:
+            raise SchemeError(f"{self.text}: at most one Lambda is supported")
+        return lams[0] if lams else None
+
+    def extents(self, lanes: int, lambda_unroll: int | None = None) -> list:
+        """Per specifier (outermost first), the extent of the tile it iterates over, per dimension,
+        computed from the innermost specifier outwards. R specifiers are left at their inner extent
+        (they cover whatever remains)."""
+        ext: dict = {}
+        out = [None] * len(self.specs)
+        lam = self.lambda_spec()
+        for i in range(len(self.specs) - 1, -1, -1):
+            s = self.specs[i]
+            cur = ext.get(s.dim, 1)
+            if isinstance(s, V):
+                ext[s.dim] = cur * lanes
+            elif isinstance(s, (T, U)):
+                n = s.n
+                if n == LAMBDA:
+                    if lam is None or lam.dim != s.dim:
+                        raise SchemeError(f"{self.text}: U(lambda,{s.dim}) needs a Lambda on {s.dim} above it")
+                    n = lambda_unroll if lambda_unroll is not None else max(a for _, a in lam.parts)
+                ext[s.dim] = cur * n
+            elif isinstance(s, Lambda):
+                inner = cur // (lambda_unroll if lambda_unroll is not None else max(a for _, a in s.parts))
+                ext[s.dim] = sum(r * a * inner for r, a in s.parts)
+            out[i] = dict(ext)
+        return out
+
+    def validate(self, sizes: dict, lanes: int, reduction: str | None = None) -> None:
+        """Raise SchemeError naming the first rule broken: one V, innermost; known dimensions; divisible
+        tiles; Lambda parts adding up; the reduction loop directly above the microkernel."""
+        specs = self.specs
+        if not specs:
+            raise SchemeError("empty scheme")
+        for s in specs:
+            if s.dim not in sizes:
+                raise SchemeError(f"{self.text}: unknown dimension {s.dim!r} (dimensions: {sorted(sizes)})")
+            if isinstance(s, (T, U)) and s.n != LAMBDA and (not isinstance(s.n, int) or s.n <= 0):
+                raise SchemeError(f"{self.text}: {s.text} needs a positive size")
+        vs = [i for i, s in enumerate(specs) if isinstance(s, V)]
+        if len(vs) > 1:
+            raise SchemeError(f"{self.text}: at most one V")
+        if vs and vs[0] != len(specs) - 1:
+            raise SchemeError(f"{self.text}: V must be the innermost specifier")
+        lam = self.lambda_spec()
+        if lam is not None:
+            if len(lam.parts) < 2 or any(r <= 0 or a <= 0 for r, a in lam.parts):
+                raise SchemeError(f"{self.text}: {lam.text} needs two or more (repeats, unroll) pairs, all positive")
+            li = specs.index(lam)
+            if not any(isinstance(s, U) and s.n == LAMBDA and s.dim == lam.dim for s in specs[li + 1:]):
+                raise SchemeError(f"{self.text}: {lam.text} needs a U(lambda,{lam.dim}) below it")
+            if any(s.dim == lam.dim and not (isinstance(s, U) and s.n == LAMBDA) for s in specs[li + 1:]
+                   if not isinstance(s, V)):
+                raise SchemeError(f"{self.text}: below {lam.text} only U(lambda,{lam.dim}) may split {lam.dim}")
+        for i, s in enumerate(specs):
+            if isinstance(s, U) and s.n == LAMBDA and (lam is None or lam.dim != s.dim or specs.index(lam) > i):
+                raise SchemeError(f"{self.text}: U(lambda,{s.dim}) needs a Lambda on {s.dim} above it")
+        final = self._final_extents(lanes)
+        for d, size in sizes.items():
+            got = final.get(d, 1)
+            has_r = any(isinstance(s, R) and s.dim == d for s in specs)
+            if has_r or d not in final:
+                if size % got:
+                    raise SchemeError(f"{self.text}: tiles along {d} cover {got}, which does not divide {d}={size}")
+            elif got != size:
+                raise SchemeError(f"{self.text}: the specifiers along {d} cover {got}, but {d}={size}")
+        if reduction is not None:
+            first_u = len(specs)  # the microkernel: the longest suffix of U and V specifiers
+            while first_u > 0 and isinstance(specs[first_u - 1], (U, V)):
+                first_u -= 1
+            if first_u == len(specs) or first_u == 0:
+                raise SchemeError(f"{self.text}: no loop over the reduction dimension {reduction} above the microkernel")
+            above = specs[first_u - 1]
+            if above.dim != reduction or not isinstance(above, (T, R)):
+                raise SchemeError(f"{self.text}: the loop directly above the microkernel must run over "
+                                  f"{reduction} (T or R), not {above.text}")
+
+    def _final_extents(self, lanes):
+        ext = self.extents(lanes)[0] if self.specs else {}
+        return ext
+
+    def footprints(self, lanes: int, footprint_fn) -> list:
+        """Per specifier, the number of elements each tensor touches in the whole tile that loop iterates
+        over (the largest over a Lambda's parts). `footprint_fn(extents) -> {tensor: elements}`."""
+        lam = self.lambda_spec()
+        unrolls = [a for _, a in lam.parts] if lam else [None]
+        per = [self.extents(lanes, u) for u in unrolls]
+        out = []
+        for i in range(len(self.specs)):
+            fps = [footprint_fn(p[i]) for p in per]
+            out.append({t: max(f[t] for f in fps) for t in fps[0]})
+        return out
+
+
+def _make(kind, args, text):
+    try:
+        if kind == "R":
+            return R(args)
+        if kind == "V":
+            return V(args)
+        if kind == "Lambda":
+            dim, _, rest = args.partition(",")
+            pairs = re.findall(r"\((\d+),(\d+)\)", rest)
+            if not pairs or not re.fullmatch(r"\[(\(\d+,\d+\),?)+\]", rest):
+                raise ValueError
+            return Lambda(dim, tuple((int(r), int(a)) for r, a in pairs))
+        n, dim = args.split(",")
+        return (T if kind == "T" else U)(n if n == LAMBDA else int(n), dim)
+    except ValueError:
+        raise SchemeError(f"cannot read {kind}({args}) in {text!r}") from None
+
+
+def conv2d_footprint(stride=1, dilation=1):
+    """Elements of input, weights and output touched by a conv2d tile with the given extents."""
+    def fp(e):
+        g = lambda d: e.get(d, 1)  # noqa: E731
+        ih = (g("h") - 1) * stride + (g("r") - 1) * dilation + 1
+        iw = (g("w") - 1) * stride + (g("s") - 1) * dilation + 1
+        return {"input": ih * iw * g("c"), "weights": g("r") * g("s") * g("c") * g("k"),
+                "output": g("h") * g("w") * g("k")}
+    return fp
+
+
+def matmul_footprint(e):
+    g = lambda d: e.get(d, 1)  # noqa: E731
+    return {"A": g("i") * g("k"), "B": g("k") * g("j"), "C": g("i") * g("j")}
