@@ -51,12 +51,19 @@ class Conv2d:
     def flops(self) -> int:
         return 2 * self.N * self.out_h * self.out_w * self.K * self.C * self.R * self.S
 
-    def te(self):
-        """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0."""
+    def te(self, vector_lanes: int | None = None):
+        """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0.
+        With `vector_lanes` and K not a multiple of it, K is padded with zero weights to whole vectors
+        (stage `W_pad`) and the extra output channels are dropped (stage `O_unpad`): both copies are
+        part of the timed function, so the padding's cost shows in every result."""
         from tvm import te
 
         inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
-        wgt = te.placeholder((self.R, self.S, self.C, self.K), self.dtype, name="W")
+        wgt_in = te.placeholder((self.R, self.S, self.C, self.K), self.dtype, name="W")
+        kp = _padded(self.K, vector_lanes)
+        wgt = wgt_in if kp == self.K else te.compute(
+            (self.R, self.S, self.C, kp),
+            lambda r, s, c, k: te.if_then_else(k < self.K, wgt_in[r, s, c, te.min(k, self.K - 1)], 0.0), name="W_pad")
         src = inp
         if self.pad:
             p = self.pad
@@ -72,16 +79,18 @@ class Conv2d:
         c = te.reduce_axis((0, self.C), name="c")
         st, dl = self.stride, self.dilation
         out = te.compute(
-            (self.N, self.out_h, self.out_w, self.K),
+            (self.N, self.out_h, self.out_w, kp),
             lambda n, h, w, k: te.sum(src[n, h * st + r * dl, w * st + s * dl, c] * wgt[r, s, c, k], axis=[r, s, c]),
             name="conv2d_nhwc",
         )
-        return inp, wgt, out
+        if kp != self.K:
+            out = te.compute((self.N, self.out_h, self.out_w, self.K), lambda n, h, w, k: out[n, h, w, k], name="O_unpad")
+        return inp, wgt_in, out
 
-    def prim_func(self):
+    def prim_func(self, vector_lanes: int | None = None):
         from tvm import te
 
-        return te.create_prim_func(list(self.te()))
+        return te.create_prim_func(list(self.te(vector_lanes)))
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -129,23 +138,36 @@ class Matmul:
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
-    def te(self):
+    def te(self, vector_lanes: int | None = None):
+        """With `vector_lanes`, N is padded to whole vectors (B_pad, C_unpad; as for conv2d's K), and the
+        dense form is computed from a [K, N] copy of W (`W_packed`) so that j is contiguous."""
         from tvm import te
 
         a = te.placeholder((self.M, self.K), self.dtype, name="A")
         k = te.reduce_axis((0, self.K), name="k")
         if self.dense:
-            b = te.placeholder((self.N, self.K), self.dtype, name="W")
-            c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="dense")
+            b_in = te.placeholder((self.N, self.K), self.dtype, name="W")
+            if vector_lanes is None:
+                c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b_in[j, k], axis=k), name="dense")
+                return a, b_in, c
         else:
-            b = te.placeholder((self.K, self.N), self.dtype, name="B")
-            c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
-        return a, b, c
+            b_in = te.placeholder((self.K, self.N), self.dtype, name="B")
+        n, np_ = self.N, _padded(self.N, vector_lanes)
+        at = (lambda kk, j: b_in[te.min(j, n - 1), kk]) if self.dense else (lambda kk, j: b_in[kk, te.min(j, n - 1)])
+        if self.dense or np_ != n:
+            b = te.compute((self.K, np_), lambda kk, j: te.if_then_else(j < n, at(kk, j), 0.0),
+                           name="W_packed" if self.dense else "B_pad")
+        else:
+            b = b_in
+        c = te.compute((self.M, np_), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
+        if np_ != n:
+            c = te.compute((self.M, n), lambda i, j: c[i, j], name="C_unpad")
+        return a, b_in, c
 
-    def prim_func(self):
+    def prim_func(self, vector_lanes: int | None = None):
         from tvm import te
 
-        return te.create_prim_func(list(self.te()))
+        return te.create_prim_func(list(self.te(vector_lanes)))
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -156,6 +178,10 @@ class Matmul:
     def reference(self, a, b):
         b64 = b.astype(np.float64)
         return (a.astype(np.float64) @ (b64.T if self.dense else b64)).astype(np.float32)
+
+
+def _padded(n: int, lanes: int | None) -> int:
+    return n if not lanes else -(-n // lanes) * lanes
 
 
 @lru_cache(maxsize=None)

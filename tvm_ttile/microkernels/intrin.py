@@ -94,24 +94,33 @@ def _desc_body(mk, A, B, C):
 
 
 def _impl_body(mk, A, B, C):
+    emit_microkernel(mk, A, B, C, {})
+
+
+def emit_microkernel(mk, A, B, C, base: dict):
+    """Emit the microkernel's statements (reduction loop included) into the current IR builder frame.
+    `base` offsets the tile inside the buffers, per dimension (conv2d: h, w, k, c, r, s; matmul: i, j,
+    k); k (conv2d) and j (matmul) offsets are in elements."""
     L = mk.lanes
     vec = f"float32x{L}"
     u = dict(mk.unroll)
+    b = lambda d: base.get(d, 0)  # noqa: E731
     nk = u[mk.family["vector"]]
     if mk.op == "conv2d":
         rows = [(w, h) for w in range(u["w"]) for h in range(u["h"])]
         steps = [(s, r, ci) for s in range(u["s"]) for r in range(u["r"]) for ci in range(u["c"])]
         st, dl, uc = mk.stride, mk.dilation, u["c"]
-        out_at = lambda row, kk: [0, row[1], row[0], kk * L]  # noqa: E731
-        in_at = lambda row, step, c: A[0, row[1] * st + step[1] * dl, row[0] * st + step[0] * dl, c * uc + step[2]]  # noqa: E731
-        w_at = lambda step, c, kk: [step[1], step[0], c * uc + step[2], kk * L]  # noqa: E731
+        out_at = lambda row, kk: [0, b("h") + row[1], b("w") + row[0], b("k") + kk * L]  # noqa: E731
+        in_at = lambda row, step, c: A[0, (b("h") + row[1]) * st + (b("r") + step[1]) * dl,  # noqa: E731
+                                       (b("w") + row[0]) * st + (b("s") + step[0]) * dl, b("c") + c * uc + step[2]]
+        w_at = lambda step, c, kk: [b("r") + step[1], b("s") + step[0], b("c") + c * uc + step[2], b("k") + kk * L]  # noqa: E731
         red_trips = mk.red // uc
     else:
         rows = [(i,) for i in range(u["i"])]
         steps = [()]
-        out_at = lambda row, kk: [row[0], kk * L]  # noqa: E731
-        in_at = lambda row, step, c: A[row[0], c]  # noqa: E731
-        w_at = lambda step, c, kk: [c, kk * L]  # noqa: E731
+        out_at = lambda row, kk: [b("i") + row[0], b("j") + kk * L]  # noqa: E731
+        in_at = lambda row, step, c: A[b("i") + row[0], b("k") + c]  # noqa: E731
+        w_at = lambda step, c, kk: [b("k") + c, b("j") + kk * L]  # noqa: E731
         red_trips = mk.red
 
     def ramp(idx):
@@ -164,7 +173,7 @@ def tile_problem(mk: Microkernel):
     return Matmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red)
 
 
-def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None) -> None:
+def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None, intrin_name=None) -> None:
     """Order the microkernel-level loops `loops` (name -> loop) as `loop_nest(mk)` wants, unit loops
     above them, then decompose the reduction and tensorize. `loops` must hold every name of the
     nest; extra unit-extent loops listed in it are hoisted."""
@@ -174,7 +183,7 @@ def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None) -> 
     sch.reorder(*ordered)
     # The init must sit above every reduction loop, the hoisted unit ones included.
     sch.decompose_reduction(block, init_loop if init_loop is not None else ordered[0])
-    sch.tensorize(loops[nest[0]], register(mk))
+    sch.tensorize(loops[nest[0]], intrin_name or register(mk))
 
 
 def tensorized_tile(mk: Microkernel, repeat: int = 1):

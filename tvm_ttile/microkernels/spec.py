@@ -149,5 +149,20 @@ class Microkernel:
             raise TTileError(f"not a canonical microkernel text: {text!r} (canonical: {mk.text!r})")
         return mk
 
+    _NAME = re.compile(r"^ttile_(\w+?)_(\w+)x(\d+)_((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
+
+    @classmethod
+    def from_name(cls, name: str) -> "Microkernel":
+        """Inverse of `name`, so intrinsics found in a database can be registered again."""
+        m = cls._NAME.match(name)
+        if not m:
+            raise TTileError(f"not a tvm_ttile microkernel intrinsic name: {name!r}")
+        op, isa, lanes, body, red, st, dl = m.groups()
+        factors = {item[0]: int(item[1:]) for item in body.strip("_").split("_")}
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), **factors)
+        if mk.name != name:
+            raise TTileError(f"not a canonical microkernel intrinsic name: {name!r}")
+        return mk
+
     def with_red(self, red: int) -> "Microkernel":
         return dataclasses.replace(self, red=red)

@@ -1,0 +1,230 @@
+"""Scheme -> tvm.s_tir.Schedule on the operator's PrimFunc, tensorized with catalog intrinsics.
+
+Levels above the tensorized region become split + reordered loops. The region is either
+- the microkernel with its reuse loop (no Lambda): tensorized with the microkernel's intrinsic; or
+- everything from a Lambda down: tensorized with a *tail intrinsic* whose description is the plain tile
+  computation and whose implementation runs the Lambda's parts in sequence, each a loop nest around the
+  inlined microkernel. (TVM's loop_partition pieces cannot be tensorized: the second piece starts
+  mid-tile; see ENVIRONMENT.md.)
+Tail intrinsic names carry the whole sub-scheme, so a fresh process can register them from a name alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import tvm
+from tvm.s_tir import TensorIntrin
+from tvm.script.ir_builder import IRBuilder
+from tvm.tirx.script import builder as T
+
+from .errors import TTileError
+from .microkernels import intrin
+from .microkernels.spec import Microkernel
+from .scheme import Lambda, Scheme, U, V
+from .space import DIMS, Problem, microkernel_of
+
+BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
+BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
+REDUCTION = {"conv2d": ("r", "s", "c"), "matmul": ("k",)}
+TAIL_PREFIX = "ttile_tail~"
+
+
+# --- tail intrinsics -------------------------------------------------------------------------------
+
+def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
+    """A Microkernel whose tile is `ext`: its description is exactly the tile computation we need."""
+    v = "k" if op == "conv2d" else "j"
+    if ext.get(v, lanes) % lanes:
+        raise TTileError(f"tile extent {ext[v]} along {v} is not whole vectors of {lanes}")
+    if op == "conv2d":
+        if ext.get("n", 1) != 1:
+            raise TTileError("a Lambda region may not contain levels along the batch dimension n")
+        return Microkernel.make("conv2d", isa, lanes, ext.get("c", 1), stride, dilation, h=ext.get("h", 1),
+                                w=ext.get("w", 1), k=ext.get("k", lanes) // lanes, r=ext.get("r", 1), s=ext.get("s", 1))
+    return Microkernel.make("matmul", isa, lanes, ext.get("k", 1), i=ext.get("i", 1), j=ext.get("j", lanes) // lanes)
+
+
+def tail_name(problem: Problem, sub: Scheme) -> str:
+    return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
+            f"{sub.text}")
+
+
+def _parse_tail_name(name: str):
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*)", name)
+    if not m:
+        raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
+    op, isa, lanes, st, dl, text = m.groups()
+    problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
+    return problem, Scheme.parse(text)
+
+
+def register_tail(problem: Problem, sub: Scheme) -> tuple:
+    """Register the tail intrinsic of sub-scheme `sub` (it starts with the Lambda). Returns (name, region_mk)."""
+    name = tail_name(problem, sub)
+    region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
+                        sub.extents(problem.lanes)[0])
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        desc = intrin._func(region, impl=False)
+        with IRBuilder() as ib:
+            with T.prim_func(s_tir=True):
+                T.func_name("tail_impl")
+                params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
+                A, B, C = intrin._buffers(region, params, impl=True)
+                full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
+                with T.sblock("root"):
+                    T.reads(full(C), full(A), full(B))
+                    T.writes(full(C))
+                    _emit_tail(problem, sub, A, B, C)
+        TensorIntrin.register(name, desc, ib.get())
+    return name, region
+
+
+def _emit_tail(problem, sub, A, B, C):
+    lam = sub.specs[0]
+    offset = 0
+    for repeats, unroll in lam.parts:
+        mk = microkernel_of(problem, sub, lambda_unroll=unroll)
+        mk.check_registers()
+        ext = sub.extents(problem.lanes, lambda_unroll=unroll)
+        part = ext[1][lam.dim] if len(sub.specs) > 1 else unroll
+        with T.serial(0, repeats) as p:
+            _emit_levels(sub.specs[1:], ext[1:], {lam.dim: offset + p * part}, mk, A, B, C)
+        offset += repeats * part
+
+
+def _emit_levels(specs, exts, base, mk, A, B, C):
+    """Loops for the T specifiers down to the reuse loop, then the microkernel at the accumulated offsets."""
+    if len(specs) > 1 and not isinstance(specs[0], (U, V)) and isinstance(specs[1], (U, V)):
+        intrin.emit_microkernel(mk, A, B, C, base)  # specs[0] is the reuse loop: the microkernel owns it
+        return
+    spec = specs[0]
+    below = exts[1].get(spec.dim, 1)
+    with T.serial(0, spec.n) as v:
+        inner = dict(base)
+        inner[spec.dim] = inner.get(spec.dim, 0) + v * below
+        _emit_levels(specs[1:], exts[1:], inner, mk, A, B, C)
+
+
+def register_by_name(name: str) -> None:
+    """Register a tvm_ttile intrinsic from its name alone (used before opening a database)."""
+    if TensorIntrin.get(name, allow_missing=True) is not None:
+        return
+    if name.startswith(TAIL_PREFIX):
+        register_tail(*_parse_tail_name(name))
+    else:
+        intrin.register(Microkernel.from_name(name))
+
+
+# --- lowering -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Lowered:
+    sch: object  # tvm.s_tir.Schedule
+    intrinsics: list  # names of the intrinsics used
+    notes: list  # what could not be done as asked (reported, never hidden)
+
+
+def _split_scheme(scheme: Scheme):
+    specs = scheme.specs
+    mk_start = len(specs)
+    while mk_start > 0 and isinstance(specs[mk_start - 1], (U, V)):
+        mk_start -= 1
+    lam = scheme.lambda_spec()
+    cut = specs.index(lam) if lam is not None else mk_start - 1
+    return cut, mk_start
+
+
+def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
+    """Apply `scheme` to `func` (the operator's PrimFunc, e.g. Conv2d.prim_func(lanes))."""
+    scheme.validate(problem.size, problem.lanes, problem.reuse)
+    op, size, lanes = problem.op, problem.size, problem.lanes
+    sch = tvm.s_tir.Schedule(func)
+    block = sch.get_sblock(BLOCK[op])
+    loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)))
+    cut, mk_start = _split_scheme(scheme)
+    region_ext = scheme.extents(lanes)[cut]
+
+    reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
+    if cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
+        mk = microkernel_of(problem, scheme)
+        region_loops = [(reuse, problem.reuse, mk.red // mk.get("c") if op == "conv2d" else mk.red)]
+        if op == "conv2d" and mk.get("c") > 1:
+            region_loops.append(("c_i", "c", mk.get("c")))
+        name, nest_mk = intrin.register(mk), mk
+    else:
+        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]))
+        region_loops = [(reuse, problem.reuse, nest_mk.red)]
+    for d in (("s", "r", "w", "h", "k") if op == "conv2d" else ("i", "j")):
+        region_loops.append((d, d, region_ext.get(d, 1)))
+
+    # Per dimension: the factors of the levels above the region, outermost first, then the region's.
+    factors = {d: [] for d in BLOCK_DIMS[op]}
+    order = []  # (dim, index into that dim's factors)
+    for spec in scheme.specs[:cut]:
+        factors[spec.dim].append(spec.n)
+        order.append((spec.dim, len(factors[spec.dim]) - 1))
+    region_index = {}
+    for name_, d, f in region_loops:
+        factors[d].append(f)
+        region_index[name_] = (d, len(factors[d]) - 1)
+    implicit = []
+    for d in BLOCK_DIMS[op]:
+        prod = 1
+        for f in factors[d]:
+            prod *= f
+        if prod != size[d]:  # dims the scheme leaves to an implicit outer R
+            factors[d].insert(0, size[d] // prod)
+            order = [(dd, i + (dd == d)) for dd, i in order]
+            region_index = {k: (dd, i + (dd == d)) for k, (dd, i) in region_index.items()}
+            implicit.append((d, 0))
+    split = {}
+    for d in BLOCK_DIMS[op]:
+        split[d] = sch.split(loops[d], factors[d]) if len(factors[d]) > 1 else [loops[d]]
+    outer = [split[d][i] for d, i in implicit + order]
+    region = {k: split[d][i] for k, (d, i) in region_index.items()}
+    sch.reorder(*outer, *[region[k] for k, _, _ in region_loops])
+
+    red_dims = REDUCTION[op]
+    init_loop = next((split[d][i] for d, i in implicit + order if d in red_dims), region[reuse])
+    consumers = sch.get_consumers(block)  # before tensorize replaces the block
+    intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
+    notes = _epilogue(sch, consumers, [split[d][i] for d, i in implicit + order], red_dims, implicit + order)
+    if threads > 1:
+        notes += _parallel(sch, [split[d][i] for d, i in implicit + order], implicit + order, red_dims)
+    return Lowered(sch, [name], notes)
+
+
+def _spatial_prefix(outer_loops, keys, red_dims):
+    prefix = []
+    for lp, (d, _) in zip(outer_loops, keys):
+        if d in red_dims:
+            break
+        prefix.append(lp)
+    return prefix
+
+
+def _epilogue(sch, consumers, outer_loops, red_dims, keys) -> list:
+    """Keep elementwise consumers (bias, ReLU, unpadding) fused at the innermost all-spatial loop."""
+    notes = []
+    prefix = _spatial_prefix(outer_loops, keys, red_dims)
+    for consumer in consumers:
+        for later in sch.get_consumers(consumer):
+            try:
+                sch.reverse_compute_inline(later)
+            except tvm.TVMError as e:  # noqa: PERF203
+                notes.append(f"consumer {sch.get(later).name_hint} not inlined: {str(e).splitlines()[0]}")
+        if prefix:
+            try:
+                sch.reverse_compute_at(consumer, prefix[-1])
+            except tvm.TVMError as e:
+                notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
+    return notes
+
+
+def _parallel(sch, outer_loops, keys, red_dims) -> list:
+    prefix = _spatial_prefix(outer_loops, keys, red_dims)
+    if not prefix:
+        return ["threads > 1 but the outermost loop is a reduction: ran single-threaded"]
+    sch.parallel(sch.fuse(*prefix) if len(prefix) > 1 else prefix[0])
+    return []

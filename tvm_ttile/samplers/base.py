@@ -1,0 +1,82 @@
+"""The sampler interface: draw schemes from a Space, reproducibly from a seed.
+
+A sampler is a small class with its options declared as data (`OPTIONS`); `common` holds the draws
+they share. Only the standard library's Random is used, so a seed gives the same schemes in any process.
+"""
+from __future__ import annotations
+
+import random
+
+from ..errors import TTileError
+from ..scheme import LAMBDA, Scheme
+from ..space import Choice, Space, divisors, remaining, scheme_of
+
+
+class Sampler:
+    NAME = "base"
+    OPTIONS: dict = {}  # option name -> (default, help)
+
+    def __init__(self, seed: int | None = 0, **options):
+        unknown = set(options) - set(self.OPTIONS)
+        if unknown:
+            raise TTileError(f"sampler {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
+        self.options = {k: options.get(k, default) for k, (default, _) in self.OPTIONS.items()}
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def choices(self, space: Space) -> list:
+        """The microkernels/combinations this sampler draws from (ablations restrict it)."""
+        return space.choices
+
+    def sample(self, space: Space) -> Scheme:
+        raise NotImplementedError
+
+    def sample_many(self, space: Space, n: int, unique: bool = True, max_tries: int = 50) -> list:
+        """n schemes; with unique=True, distinct ones (fewer if the space has fewer)."""
+        out, seen = [], set()
+        tries = 0
+        while len(out) < n and tries < n * max_tries:
+            tries += 1
+            s = self.sample(space)
+            if unique and s.text in seen:
+                continue
+            seen.add(s.text)
+            out.append(s)
+        return out
+
+    # --- shared draws ----------------------------------------------------------------------------
+    def draw_choice(self, space: Space) -> Choice:
+        pool = self.choices(space)
+        if not pool:
+            raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
+        return self.rng.choice(pool)
+
+    def draw_reuse(self, space: Space, choice: Choice) -> int:
+        return self.rng.choice(divisors(space.reuse_extent(choice)))
+
+    def large_factor_levels(self, space: Space, choice: Choice, reuse: int) -> list:
+        """Paper section 6.1: repeatedly draw a (dimension, factor > 1) pair uniformly among those left
+        and put it outside the levels drawn so far; a Lambda is the innermost level of its dimension.
+        Drawing pairs uniformly favours large factors, which avoids needlessly small tiles."""
+        left = remaining(space.problem, choice, reuse)
+        lam_pending = choice.combined
+        levels = []  # innermost first while drawing
+        while True:
+            options = []
+            for d in sorted(left):
+                if lam_pending and d == choice.dim:
+                    options.append((d, LAMBDA))
+                else:
+                    options += [(d, f) for f in divisors(left[d]) if f > 1]
+            if not options:
+                break
+            d, f = self.rng.choice(options)
+            levels.append((d, f))
+            if f == LAMBDA:
+                lam_pending = False
+            else:
+                left[d] //= f
+        return levels[::-1]
+
+    def build(self, space: Space, choice: Choice, reuse: int, levels: list) -> Scheme:
+        return scheme_of(space.problem, choice, reuse, levels)

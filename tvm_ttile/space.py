@@ -1,0 +1,199 @@
+"""The online structured space for one problem (paper Fig. 7): admissible microkernels from the catalog,
+two-microkernel combinations from one class where no single size fits, divisible tilings above them.
+
+Plain Python: a Problem is a dict of sizes, a microkernel a spec.Microkernel; no TVM here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+from .errors import TTileError
+from .microkernels.catalog import classes_of
+from .microkernels.spec import FAMILIES, Microkernel
+from .scheme import LAMBDA, Lambda, Scheme, T, U, V
+
+# Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
+DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
+REUSE = {"conv2d": "c", "matmul": "k"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Loop extents of one operator instance (the vector dimension already padded to whole vectors)."""
+
+    op: str
+    sizes: tuple  # ((dim, extent), ...) in DIMS order
+    lanes: int
+    isa: str
+    stride: int = 1
+    dilation: int = 1
+    vector_pad: int = 0  # elements added along the vector dimension to reach whole vectors
+
+    @property
+    def size(self) -> dict:
+        return dict(self.sizes)
+
+    @property
+    def vector(self) -> str:
+        return FAMILIES[self.op]["vector"]
+
+    @property
+    def reuse(self) -> str:
+        return REUSE[self.op]
+
+    @classmethod
+    def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
+        from .operators import Conv2d, Matmul
+
+        if isinstance(operator, Conv2d):
+            kp = -(-operator.K // lanes) * lanes
+            sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.C,
+                     "r": operator.R, "s": operator.S}
+            return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
+                       kp - operator.K)
+        if isinstance(operator, Matmul):
+            np_ = -(-operator.N // lanes) * lanes
+            return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.K)), lanes, isa,
+                       vector_pad=np_ - operator.N)
+        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d and matmul are supported")
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """A microkernel, or two of one class combined along `dim` as parts ((a, u1), (b, u2))."""
+
+    mk: Microkernel  # for a combination: the class member with the larger size along `dim`
+    dim: str | None = None
+    parts: tuple = ()
+
+    @property
+    def combined(self) -> bool:
+        return bool(self.parts)
+
+    def covers(self, dim: str) -> int:
+        if dim == self.dim:
+            return sum(a * u for a, u in self.parts)
+        return self.mk.tile.get(dim, 1) if dim != REUSE[self.mk.op] else self.mk.get("c") if self.mk.op == "conv2d" else 1
+
+
+@lru_cache(maxsize=None)
+def divisors(n: int) -> tuple:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def _fits(mk: Microkernel, size: dict, skip=()) -> bool:
+    for d, u in mk.unroll:
+        if d in skip:
+            continue
+        ext = u * mk.lanes if d == mk.family["vector"] else u
+        if size[d] % ext:
+            return False
+    return True
+
+
+def admissible(problem: Problem, kept: list, max_parts_per_pair: int = 4) -> list:
+    """Every single microkernel whose sizes divide the problem, and every combination a*u1 + b*u2 (a, b >= 1)
+    of two sizes of one class that divides the problem along that dimension."""
+    size = problem.size
+    kept = [dataclasses.replace(mk, stride=problem.stride, dilation=problem.dilation) for mk in kept
+            if mk.op == problem.op and mk.lanes == problem.lanes]
+    out = [Choice(mk) for mk in kept if _fits(mk, size)]
+    for cls in classes_of(kept):
+        dim = cls["dim"]
+        members = {Microkernel.parse(t).get(dim): Microkernel.parse(t) for t in cls["members"]}
+        if not _fits(next(iter(members.values())), size, skip=(dim,)):
+            continue
+        sizes = sorted(members)
+        for x, u1 in enumerate(sizes):
+            for u2 in sizes[x + 1:]:
+                found = 0
+                for period in divisors(size[dim]):
+                    for a in range(1, period // u1 + 1):
+                        rest = period - a * u1
+                        if rest > 0 and rest % u2 == 0 and found < max_parts_per_pair:
+                            mk = dataclasses.replace(members[u2], stride=problem.stride, dilation=problem.dilation)
+                            out.append(Choice(mk, dim, ((a, u1), (rest // u2, u2))))
+                            found += 1
+    return out
+
+
+def microkernel_specs(choice: Choice) -> list:
+    """The microkernel as scheme specifiers (unit unrolls left out)."""
+    mk = choice.mk
+    specs = []
+    for d, u in mk.unroll:
+        if d == choice.dim:
+            specs.append(U(LAMBDA, d))
+        elif u > 1:
+            specs.append(U(u, d))
+    specs.append(V(mk.family["vector"]))
+    return specs
+
+
+def remaining(problem: Problem, choice: Choice, reuse_trips: int) -> dict:
+    """Per dimension, how many tile iterations remain above the reuse loop."""
+    size = problem.size
+    out = {}
+    for d in DIMS[problem.op]:
+        inner = choice.covers(d)
+        if d == problem.reuse:
+            inner *= reuse_trips
+        out[d] = size[d] // inner
+    return out
+
+
+def scheme_of(problem: Problem, choice: Choice, reuse_trips: int, levels: list) -> Scheme:
+    """levels: outermost-first list of (dim, factor) or (dim, 'lambda') above the reuse loop."""
+    specs = []
+    for d, f in levels:
+        specs.append(Lambda(d, choice.parts) if f == LAMBDA else T(f, d))
+    specs.append(T(reuse_trips, problem.reuse))
+    specs += microkernel_specs(choice)
+    scheme = Scheme(tuple(specs))
+    return scheme
+
+
+def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None = None) -> Microkernel:
+    """The microkernel a scheme ends with (for a Lambda: the part with unroll `lambda_unroll`)."""
+    specs = list(scheme.specs)
+    i = len(specs)
+    while i > 0 and specs[i - 1].__class__ in (U, V):
+        i -= 1
+    if i == 0 or specs[i - 1].dim != problem.reuse:
+        raise TTileError(f"{scheme.text}: no reuse loop over {problem.reuse} above the microkernel")
+    factors = {}
+    for s in specs[i:]:
+        if isinstance(s, U):
+            n = s.n
+            if n == LAMBDA:
+                lam = scheme.lambda_spec()
+                n = lambda_unroll if lambda_unroll is not None else max(a for _, a in lam.parts)
+            factors[s.dim] = factors.get(s.dim, 1) * n
+    red = specs[i - 1].n * factors.get("c", 1) if problem.op == "conv2d" else specs[i - 1].n
+    return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
+
+
+class Space:
+    """The admissible choices for one problem; samplers draw schemes from it."""
+
+    def __init__(self, problem: Problem, kept: list):
+        self.problem = problem
+        self.choices = admissible(problem, kept)
+        if not self.choices:
+            raise TTileError(
+                f"no catalog microkernel or two-microkernel combination divides {problem.size}; "
+                "lower the catalog threshold or rebuild the catalog for this ISA"
+            )
+
+    @property
+    def singles(self) -> list:
+        return [c for c in self.choices if not c.combined]
+
+    @property
+    def combos(self) -> list:
+        return [c for c in self.choices if c.combined]
+
+    def reuse_extent(self, choice: Choice) -> int:
+        """Iterations available to the reuse loop over c (conv2d) or k (matmul)."""
+        return self.problem.size[self.problem.reuse] // choice.covers(self.problem.reuse)
