@@ -203,6 +203,8 @@ def from_target(target) -> CPUModel:
                 for k, v in attrs.items() if k in ("mcpu", "mtriple", "mattr")}
     override["kind"] = "llvm"
     base = host or CPUModel(name=f"target:{tgt}", isa=get_isa(isa))
+    if override == get_isa(isa).target:  # the ISA's own target: share its cache (peak, catalogs)
+        return base
     return dataclasses.replace(base, target_override=override)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 import tvm
+from tvm.sym.pattern import detect_linear_equation
 from tvm.s_tir import TensorIntrin
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
@@ -135,11 +136,51 @@ def _split_scheme(scheme: Scheme):
     return cut, mk_start
 
 
+def problem_of(func, isa: str, lanes: int) -> Problem:
+    """The Problem of a PrimFunc holding a `conv2d_nhwc` or `matmul` block (as operators.py makes them)."""
+    sch = tvm.s_tir.Schedule(func)
+    found = []
+    for name in BLOCK.values():
+        try:
+            found.append((name, sch.get(sch.get_sblock(name))))
+        except Exception:  # noqa: BLE001 - get_sblock raises when the block is absent
+            continue
+    if not found:
+        raise TTileError(f"no block named {' or '.join(BLOCK.values())} in the function: nothing tvm_ttile can tune")
+    name, block = found[0]
+    op = "conv2d" if name == BLOCK["conv2d"] else "matmul"
+    ivs = [iv.var for iv in block.iter_vars]
+    sizes = {d: int(iv.dom.extent) for d, iv in zip(BLOCK_DIMS[op], block.iter_vars)}
+    stride = dilation = 1
+    if op == "conv2d":
+        loads = [ld for ld in _loads(block.body.value) if len(ld.indices) == 4]
+        v = dict(zip(BLOCK_DIMS[op], ivs))
+        for ld in loads:
+            coef = detect_linear_equation(ld.indices[1], [v["h"], v["r"]])
+            if len(coef) == 3 and int(coef[1]) != 0:
+                stride, dilation = int(coef[0]), int(coef[1])
+    if sizes["k" if op == "conv2d" else "j"] % lanes:
+        raise TTileError(f"the vectorized dimension ({sizes}) is not a multiple of {lanes} lanes: build the "
+                         "function with vector_lanes= (operators.py) so that it is padded")
+    return Problem(op, tuple((d, sizes[d]) for d in DIMS[op]), lanes, isa, stride, dilation)
+
+
+def _loads(expr) -> list:
+    if type(expr).__name__ in ("BufferLoad", "TensorLoad"):
+        return [expr]
+    if hasattr(expr, "a") and hasattr(expr, "b"):
+        return _loads(expr.a) + _loads(expr.b)
+    if hasattr(expr, "value"):
+        return _loads(expr.value)
+    return []
+
+
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
-    """Apply `scheme` to `func` (the operator's PrimFunc, e.g. Conv2d.prim_func(lanes))."""
+    """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
+    of one, e.g. MetaSchedule's, so that the trace records every step)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse)
     op, size, lanes = problem.op, problem.size, problem.lanes
-    sch = tvm.s_tir.Schedule(func)
+    sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     block = sch.get_sblock(BLOCK[op])
     loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)))
     cut, mk_start = _split_scheme(scheme)
@@ -192,7 +233,18 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
     notes = _epilogue(sch, consumers, [split[d][i] for d, i in implicit + order], red_dims, implicit + order)
     if threads > 1:
         notes += _parallel(sch, [split[d][i] for d, i in implicit + order], implicit + order, red_dims)
+    # The scheme travels with the schedule's trace, so database records say which scheme they are.
+    sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, scheme.text)
     return Lowered(sch, [name], notes)
+
+
+SCHEME_ANNOTATION = "tvm_ttile.scheme"
+
+
+def scheme_of_schedule(sch) -> str | None:
+    root = sch.get(sch.get_sblock("root"))
+    value = root.annotations.get(SCHEME_ANNOTATION)
+    return str(value) if value is not None else None
 
 
 def _spatial_prefix(outer_loops, keys, red_dims):

@@ -1,0 +1,139 @@
+"""MetaSchedule plug-ins: hand these to `tvm.s_tir.meta_schedule.tune_tir(...)` (or tune_relax).
+
+    ms.tune_tir(mod, target, work_dir, max_trials_global=50,
+                space=TTileSpaceGenerator(), strategy=TTileSearch(sampler="ttile", seed=0),
+                builder=ms.builder.LocalBuilder(f_build=tvm_ttile.measure.build_module), ...)
+
+The space generator hands over the unscheduled function; the structure lives in the strategy, which draws
+schemes from the structured space, lowers each on a MetaSchedule Schedule (so the trace records it) and
+returns them as measure candidates. Records are ordinary MetaSchedule records; open a database with
+`open_database` so that the tvm_ttile intrinsics its traces use are registered first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
+from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
+
+from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
+from .space import Space
+
+
+@derived_object
+class TTileSpaceGenerator(PySpaceGenerator):
+    """The design space is the unscheduled function: TTile's structure is drawn by TTileSearch."""
+
+    def __init__(self):
+        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
+
+    def _initialize_with_tune_context(self, context) -> None:
+        pass
+
+    def generate_design_space(self, mod):
+        return [tvm.s_tir.Schedule(mod)]
+
+    def clone(self):
+        return TTileSpaceGenerator()
+
+
+@derived_object
+class TTileSearch(PySearchStrategy):
+    """Random sampling of the structured space (section 6.1 by default; any tvm_ttile sampler by name).
+
+    kept: the catalog microkernels to draw from; by default the target CPU's catalog (built if missing).
+    Schemes already in the database for this workload are not measured again (resumed runs).
+    """
+
+    def __init__(self, sampler: str = "ttile", seed: int = 0, kept=None, threshold: float = 0.80, threads=None,
+                 trial_log: str | None = None):
+        self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
+        # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
+        self.trial_log = trial_log
+        self.failures, self.history = [], []
+
+    def _initialize_with_tune_context(self, context) -> None:
+        from .cpu import from_target
+
+        self.mod = context.mod
+        self.target = context.target
+        self.cpu = from_target(context.target)
+        if self.threads is None:
+            self.threads = int(context.target.attrs.get("num-cores", 1)) if context.target.attrs.get("num-cores") else 1
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
+        from .microkernels.catalog import build_catalog
+        from .samplers import make_sampler
+
+        self.problem = problem_of(self.mod["main"], self.cpu.isa.name, self.cpu.lanes)
+        kept = self.kept if self.kept is not None else build_catalog(self.cpu, self.problem.op, self.threshold).kept
+        space = Space(self.problem, kept)
+        done = set()
+        if database is not None and database.has_workload(self.mod):
+            for rec in database.get_top_k(database.commit_workload(self.mod), 10**6):
+                sch = tvm.s_tir.Schedule(self.mod)
+                rec.trace.apply_to_schedule(sch, remove_postproc=False)
+                done.add(scheme_of_schedule(sch))
+        sampler = make_sampler(self.sampler_name, seed=self.seed)
+        self.queue = [s for s in sampler.sample_many(space, max_trials + len(done)) if s.text not in done][:max_trials]
+        self.per_iter = num_trials_per_iter
+
+    def generate_measure_candidates(self):
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        batch = []
+        while self.queue and len(batch) < self.per_iter:
+            scheme = self.queue.pop(0)
+            sch = tvm.s_tir.Schedule(self.mod)
+            entry = {"scheme": scheme.text, "error": None}
+            try:
+                lower(self.problem, scheme, sch, threads=self.threads)
+            except Exception as e:  # noqa: BLE001 - reported, never silent: see `failures` and the trial log
+                entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
+                self.failures.append(entry)
+            if self.trial_log:
+                with open(self.trial_log, "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+            if entry["error"]:
+                continue
+            batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(self.mod, remove_preproc=True)))
+        return batch or None
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        for cand, res in zip(measure_candidates, results):
+            secs = [float(s) for s in res.run_secs] if res.run_secs else []
+            self.history.append((scheme_of_schedule(cand.sch), secs, res.error_msg))
+
+    def post_tuning(self) -> None:
+        pass
+
+    def clone(self):
+        return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log)
+
+
+_NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
+
+
+def register_intrinsics_in(work_dir: str) -> list:
+    """Register every tvm_ttile intrinsic that the database files in `work_dir` mention."""
+    names = set()
+    for fname in ("database_tuning_record.json", "database_workload.json"):
+        path = os.path.join(work_dir, fname)
+        if os.path.exists(path):
+            with open(path) as f:
+                names.update(_NAME_IN_JSON.findall(f.read()))
+    for name in sorted(names):
+        register_by_name(name)
+    return sorted(names)
+
+
+def open_database(work_dir: str):
+    """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
+    os.makedirs(work_dir, exist_ok=True)
+    register_intrinsics_in(work_dir)
+    return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")

@@ -1,0 +1,178 @@
+"""Tune one operator with the tvm_ttile policy through MetaSchedule, then verify and report the best.
+
+    result = tune(get_layer("ResNet18-2"), trials=50, seed=0, work_dir="tune_resnet18_2")
+
+Candidates are built by MetaSchedule's LocalBuilder (with a build function that skips the 30-45 s
+`tvm.s_tir.tensor_intrin` import) and timed by its LocalRunner, or by an RPCRunner through a tracker.
+Records go to a MetaSchedule JSON database in work_dir; rerunning with the same work_dir resumes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import statistics
+import time
+
+import numpy as np
+import tvm
+from tvm.ir.utils import derived_object
+from tvm_ffi import structural_equal
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+from . import cpu as cpu_mod
+from .errors import TTileError
+from .lowering import scheme_of_schedule
+from .measure import MeasureSettings, build_module
+from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database
+from .progress import Progress
+
+
+@derived_object
+class ProgressCallback(PyMeasureCallback):
+    def __init__(self, bar):
+        self.bar = bar
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        self.bar.update(len(measure_candidates))
+
+
+@dataclasses.dataclass
+class TuneResult:
+    operator: str
+    gflops: float
+    percent_of_peak: float
+    peak_gflops: float
+    scheme: str
+    trials: int  # measured records for this workload in the database (this run and earlier ones)
+    new_trials: int
+    seconds: float
+    verified: bool
+    max_abs_error: float
+    threads: int
+    lowering_failures: list
+    history: list  # (scheme, gflops or None, error) of this run, in measurement order
+    work_dir: str
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["history"] = [{"scheme": s, "gflops": g, "error": e} for s, g, e in self.history]
+        return d
+
+
+def default_runner(settings: MeasureSettings, threads: int = 1):
+    return ms.runner.LocalRunner(
+        timeout_sec=settings.timeout_sec,
+        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
+                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
+    )
+
+
+def rpc_runner(tracker_host: str, tracker_port: int, key: str, settings: MeasureSettings = MeasureSettings()):
+    """Measure on the devices registered under `key` at an RPC tracker (TVM's way to spread measurement)."""
+    return ms.runner.RPCRunner(
+        rpc_config=ms.runner.RPCConfig(tracker_host=tracker_host, tracker_port=tracker_port, tracker_key=key,
+                                       session_timeout_sec=settings.timeout_sec),
+        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
+                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
+        max_workers=1,
+    )
+
+
+def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, work_dir: str | None = None,
+         sampler: str = "ttile", kept=None, runner=None, settings: MeasureSettings = MeasureSettings(),
+         trials_per_iter: int = 10, progress: bool = True, verbose: bool = False) -> TuneResult:
+    """Tune `operator` (operators.Conv2d or Matmul) and return the verified best."""
+    import tempfile
+
+    if trials <= 0:
+        raise TTileError(f"trials must be positive, got {trials}")
+    cpu = cpu or cpu_mod.detect_host()
+    cpu_mod.check_runs_here(cpu) if runner is None else None
+    work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
+    target = cpu.target(threads)
+    mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
+    database = open_database(work_dir)
+    before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
+    todo = max(trials - before, 0)
+    trial_log = os.path.join(work_dir, TRIAL_LOG)
+    strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log)
+    start = time.time()
+    if todo:
+        # MetaSchedule's console log at WARNING; its per-trial log still goes to work_dir/logs.
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.INFO if verbose else logging.WARNING)
+        bar = Progress(todo, f"tuning {operator.name or type(operator).__name__}") if progress else None
+        callbacks = ms.measure_callback.MeasureCallback.create("default") + ([ProgressCallback(bar)] if bar else [])
+        ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
+                    builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
+                                                    timeout_sec=settings.timeout_sec),
+                    runner=runner or default_runner(settings, threads), database=database,
+                    cost_model=ms.cost_model.RandomModel(), measure_callbacks=callbacks,
+                    space=TTileSpaceGenerator(), strategy=strategy, seed=seed, num_tuning_cores=settings.build_workers)
+        if bar:
+            bar.close()
+    seconds = time.time() - start
+    return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
+
+
+TRIAL_LOG = "ttile_trials.jsonl"
+
+
+def measured_history(database, mod, flops, trial_log: str) -> list:
+    """(scheme, GFLOPS or None, error) of every drawn scheme of `mod`, in the order they were drawn
+    (the trial log), with the measurements from the database."""
+    measured = {}
+    for rec in database.get_all_tuning_records():
+        if not structural_equal(rec.workload.mod, mod):
+            continue
+        sch = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        secs = [float(s) for s in rec.run_secs] if rec.run_secs else []
+        ok = secs and min(secs) < 1e9  # MetaSchedule stores failed runs as 1e10 s
+        measured[scheme_of_schedule(sch)] = flops / statistics.median(secs) / 1e9 if ok else None
+    out = []
+    if os.path.exists(trial_log):
+        with open(trial_log) as f:
+            for line in f:
+                entry = json.loads(line)
+                s = entry["scheme"]
+                if entry["error"]:
+                    out.append((s, None, "lowering failed: " + entry["error"]))
+                elif s in measured:
+                    g = measured.pop(s)
+                    out.append((s, g, None if g else "build or run failed"))
+    return out + [(s, g, None if g else "build or run failed") for s, g in measured.items()]
+
+
+def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
+    peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
+    records = database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
+    history = measured_history(database, mod, operator.flops, trial_log)
+    failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]
+    history = [h for h in history if not (h[2] and h[2].startswith("lowering"))]
+    if not records:
+        raise TTileError(f"no successful measurement in {work_dir}; lowering failures: {failures[:3]}; "
+                         f"measurement failures: {[h for h in history if h[2]][:3]}")
+    best = records[0]
+    sch = tvm.s_tir.Schedule(mod)
+    best.trace.apply_to_schedule(sch, remove_postproc=False)
+    verified, err = verify(operator, sch.mod, target)
+    secs = statistics.median(float(s) for s in best.run_secs)
+    gflops = operator.flops / secs / 1e9
+    return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme_of_schedule(sch),
+                      len(history), new_trials, seconds, verified, err, threads, failures, history, work_dir)
+
+
+def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:
+    """Run `mod` once on random inputs and compare with the numpy reference (relative to the output scale)."""
+    lib = tvm.compile(mod, target=target)
+    a, b = operator.random_inputs(seed=7)
+    ref = operator.reference(a, b)
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
+    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+    err = float(np.max(np.abs(out.numpy() - ref)))
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return bool(np.isfinite(err) and err <= rtol * scale), err
