@@ -78,6 +78,59 @@ def _print_catalog(op, data, top):
     print(f"catalog {data['catalog']}\nheat map {data['heatmap']}")
 
 
+def _operator(args):
+    from .operators import Conv2d, Matmul, get_layer
+
+    if args.layer:
+        op = get_layer(args.layer)
+        if (args.op == "conv2d") != isinstance(op, Conv2d):
+            raise TTileError(f"layer {args.layer!r} is not a {args.op}")
+        return op
+    if args.op == "conv2d":
+        missing = [n for n in ("K", "C", "hw") if getattr(args, n) is None]
+        if missing:
+            raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (missing: " + ", ".join(
+                "--" + m for m in missing) + ")")
+        return Conv2d(K=args.K, C=args.C, H=args.hw, W=args.hw, R=args.R, S=args.R, stride=args.stride, pad=args.pad,
+                      dilation=args.dilation, name=f"conv2d-K{args.K}-C{args.C}-{args.hw}-R{args.R}-s{args.stride}")
+    missing = [n for n in ("M", "N", "K") if getattr(args, n) is None]
+    if missing:
+        raise TTileError("tune matmul needs --layer NAME or --M, --N and --K (missing: " + ", ".join(
+            "--" + m for m in missing) + ")")
+    return Matmul(M=args.M, N=args.N, K=args.K, dense=args.dense, name=f"matmul-{args.M}x{args.N}x{args.K}")
+
+
+def cmd_tune(args) -> int:
+    from .tune import rpc_runner, tune
+
+    cpu = _cpu(args)
+    op = _operator(args)
+    runner = None
+    if args.rpc_tracker:
+        host, _, port = args.rpc_tracker.rpartition(":")
+        runner = rpc_runner(host, int(port), args.rpc_key)
+    res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
+               sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose)
+    if args.json:
+        d = res.to_json()
+        if not args.history:
+            d.pop("history")
+        print(json.dumps(d, indent=1))
+        return 0 if res.verified else 1
+    print(f"{res.operator}: best {res.gflops:.1f} GFLOPS = {res.percent_of_peak:.1f}% of the {res.peak_gflops:.0f} "
+          f"GFLOPS peak ({res.threads} thread{'s' if res.threads > 1 else ''})")
+    print(f"scheme   {res.scheme}")
+    print(f"trials   {res.trials} in the database ({res.new_trials} new), {res.seconds:.0f} s wall time")
+    print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e})")
+    if res.lowering_failures:
+        print(f"warning: {len(res.lowering_failures)} drawn schemes could not be lowered, e.g. "
+              f"{res.lowering_failures[0]}")
+    for note in res.lowering_notes:
+        print(f"note: {note}")
+    print(f"records  {res.work_dir} (MetaSchedule JSON database; rerun with --work-dir to resume)")
+    return 0 if res.verified else 1
+
+
 def _add_cpu_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--isa", choices=["avx2", "avx512", "neon"], help="force a narrower ISA of the host")
@@ -100,6 +153,30 @@ def make_parser():
     p.add_argument("--json", action="store_true")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
+
+    p = sub.add_parser("tune", help="tune one conv2d or matmul with random sampling of the structured space")
+    p.add_argument("op", choices=["conv2d", "matmul"])
+    p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
+    for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
+                           ("hw", "input height = width"), ("M", "rows"), ("N", "columns")):
+        p.add_argument(f"--{name}", type=int, help=helptext)
+    p.add_argument("--R", type=int, default=3, help="kernel height = width")
+    p.add_argument("--stride", type=int, default=1)
+    p.add_argument("--pad", type=int, default=0)
+    p.add_argument("--dilation", type=int, default=1)
+    p.add_argument("--dense", action="store_true", help="matmul with weights stored W[N,K]")
+    p.add_argument("--trials", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
+    p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")
+    p.add_argument("--rpc-tracker", help="host:port of a TVM RPC tracker to measure on")
+    p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
+    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    _add_cpu_args(p)
+    p.set_defaults(func=cmd_tune)
     return parser
 
 

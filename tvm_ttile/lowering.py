@@ -214,7 +214,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
         prod = 1
         for f in factors[d]:
             prod *= f
-        if prod != size[d]:  # dims the scheme leaves to an implicit outer R
+        if prod != size[d] or not factors[d]:  # dims the scheme leaves to an implicit outer R (or of extent 1)
             factors[d].insert(0, size[d] // prod)
             order = [(dd, i + (dd == d)) for dd, i in order]
             region_index = {k: (dd, i + (dd == d)) for k, (dd, i) in region_index.items()}
@@ -227,10 +227,13 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
     sch.reorder(*outer, *[region[k] for k, _, _ in region_loops])
 
     red_dims = REDUCTION[op]
-    init_loop = next((split[d][i] for d, i in implicit + order if d in red_dims), region[reuse])
-    consumers = sch.get_consumers(block)  # before tensorize replaces the block
+    # The init goes above the outermost reduction loop; None: above the region (tensorize_nest decides,
+    # after it hoists the region's unit loops).
+    init_loop = next((split[d][i] for d, i in implicit + order if d in red_dims), None)
+    # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
+    notes = _epilogue(sch, sch.get_consumers(block), [split[d][i] for d, i in implicit + order], red_dims,
+                      implicit + order)
     intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
-    notes = _epilogue(sch, consumers, [split[d][i] for d, i in implicit + order], red_dims, implicit + order)
     if threads > 1:
         notes += _parallel(sch, [split[d][i] for d, i in implicit + order], implicit + order, red_dims)
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
@@ -264,12 +267,12 @@ def _epilogue(sch, consumers, outer_loops, red_dims, keys) -> list:
         for later in sch.get_consumers(consumer):
             try:
                 sch.reverse_compute_inline(later)
-            except tvm.TVMError as e:  # noqa: PERF203
+            except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
                 notes.append(f"consumer {sch.get(later).name_hint} not inlined: {str(e).splitlines()[0]}")
         if prefix:
             try:
                 sch.reverse_compute_at(consumer, prefix[-1])
-            except tvm.TVMError as e:
+            except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
                 notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
     return notes
 

@@ -12,6 +12,7 @@ returns them as measure candidates. Records are ordinary MetaSchedule records; o
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 
@@ -71,8 +72,19 @@ class TTileSearch(PySearchStrategy):
         from .samplers import make_sampler
 
         self.problem = problem_of(self.mod["main"], self.cpu.isa.name, self.cpu.lanes)
-        kept = self.kept if self.kept is not None else build_catalog(self.cpu, self.problem.op, self.threshold).kept
-        space = Space(self.problem, kept)
+        if self.kept is not None:
+            kept, fallback = self.kept, ()
+        else:
+            catalog = build_catalog(self.cpu, self.problem.op, self.threshold)
+            kept, fallback = catalog.kept, catalog.ranked()
+        space = Space(self.problem, kept, fallback)
+        if space.fallback_used:
+            logging.getLogger(__name__).warning(
+                "no kept microkernel fits %s: using the best measured ones that do (paper's fallback)", self.problem.size)
+            if self.trial_log:
+                with open(self.trial_log, "a") as f:
+                    f.write(json.dumps({"scheme": None, "error": None, "notes": [
+                        "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]}) + "\n")
         done = set()
         if database is not None and database.has_workload(self.mod):
             for rec in database.get_top_k(database.commit_workload(self.mod), 10**6):
@@ -92,7 +104,7 @@ class TTileSearch(PySearchStrategy):
             sch = tvm.s_tir.Schedule(self.mod)
             entry = {"scheme": scheme.text, "error": None}
             try:
-                lower(self.problem, scheme, sch, threads=self.threads)
+                entry["notes"] = lower(self.problem, scheme, sch, threads=self.threads).notes
             except Exception as e:  # noqa: BLE001 - reported, never silent: see `failures` and the trial log
                 entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
                 self.failures.append(entry)

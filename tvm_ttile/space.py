@@ -177,9 +177,15 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
 class Space:
     """The admissible choices for one problem; samplers draw schemes from it."""
 
-    def __init__(self, problem: Problem, kept: list):
+    def __init__(self, problem: Problem, kept: list, fallback: list = ()):
+        """fallback: other measured microkernels, best first, used (and reported through
+        `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel fallback."""
         self.problem = problem
         self.choices = admissible(problem, kept)
+        self.fallback_used = False
+        if not self.choices and fallback:
+            self.choices = [c for c in admissible(problem, list(fallback)) if not c.combined][:4]
+            self.fallback_used = bool(self.choices)
         if not self.choices:
             raise TTileError(
                 f"no catalog microkernel or two-microkernel combination divides {problem.size}; "

@@ -53,6 +53,7 @@ class TuneResult:
     max_abs_error: float
     threads: int
     lowering_failures: list
+    lowering_notes: list  # what lowering could not do as asked (e.g. an epilogue left unfused)
     history: list  # (scheme, gflops or None, error) of this run, in measurement order
     work_dir: str
 
@@ -132,24 +133,29 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
         secs = [float(s) for s in rec.run_secs] if rec.run_secs else []
         ok = secs and min(secs) < 1e9  # MetaSchedule stores failed runs as 1e10 s
         measured[scheme_of_schedule(sch)] = flops / statistics.median(secs) / 1e9 if ok else None
-    out = []
+    out, notes = [], set()
     if os.path.exists(trial_log):
         with open(trial_log) as f:
             for line in f:
                 entry = json.loads(line)
                 s = entry["scheme"]
+                if s is None:  # a note about the whole run
+                    notes.update(entry.get("notes", []))
+                    continue
+                if entry.get("notes"):
+                    notes.update(entry["notes"])
                 if entry["error"]:
                     out.append((s, None, "lowering failed: " + entry["error"]))
                 elif s in measured:
                     g = measured.pop(s)
                     out.append((s, g, None if g else "build or run failed"))
-    return out + [(s, g, None if g else "build or run failed") for s, g in measured.items()]
+    return out + [(s, g, None if g else "build or run failed") for s, g in measured.items()], sorted(notes)
 
 
 def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
     peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
     records = database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
-    history = measured_history(database, mod, operator.flops, trial_log)
+    history, notes = measured_history(database, mod, operator.flops, trial_log)
     failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]
     history = [h for h in history if not (h[2] and h[2].startswith("lowering"))]
     if not records:
@@ -162,7 +168,7 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
     secs = statistics.median(float(s) for s in best.run_secs)
     gflops = operator.flops / secs / 1e9
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme_of_schedule(sch),
-                      len(history), new_trials, seconds, verified, err, threads, failures, history, work_dir)
+                      len(history), new_trials, seconds, verified, err, threads, failures, notes, history, work_dir)
 
 
 def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:

@@ -1,0 +1,95 @@
+"""Conformance suite every sampler runs: valid schemes, seeded reproducibility (also across processes),
+and the ablation restrictions."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kernels import conv_kept, matmul_kept
+from tvm_ttile.errors import TTileError
+from tvm_ttile.operators import Conv2d, Matmul, get_layer
+from tvm_ttile.samplers import SAMPLERS, make_sampler
+from tvm_ttile.samplers.ablations import ordered_factorizations
+from tvm_ttile.space import Problem, Space
+
+PROBLEMS = {
+    "conv": (Conv2d(K=32, C=24, H=34, W=17, R=3, S=3, pad=1), conv_kept),
+    "resnet18-2": (get_layer("ResNet18-2"), conv_kept),
+    "matmul": (Matmul(M=34, N=48, K=64), matmul_kept),
+}
+
+
+def space(name, isa="avx2", lanes=8):
+    op, kept = PROBLEMS[name]
+    return Space(Problem.from_operator(op, lanes, isa), kept(isa, lanes))
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_schemes_are_valid(sampler, problem):
+    sp = space(problem)
+    pool = make_sampler(sampler, seed=1).choices(sp)
+    if not pool:
+        pytest.skip(f"{sampler} has nothing to draw for {problem}")
+    for s in make_sampler(sampler, seed=1).sample_many(sp, 25):
+        s.validate(sp.problem.size, sp.problem.lanes, sp.problem.reuse)
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_same_seed_same_schemes(sampler):
+    sp = space("conv")
+    a = [s.text for s in make_sampler(sampler, seed=5).sample_many(sp, 20)]
+    b = [s.text for s in make_sampler(sampler, seed=5).sample_many(sp, 20)]
+    c = [s.text for s in make_sampler(sampler, seed=6).sample_many(sp, 20)]
+    assert a == b and a != c
+    assert len(set(a)) == len(a)
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_reproducible_across_processes(sampler):
+    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_samplers import space; "
+            "from tvm_ttile.samplers import make_sampler; "
+            f"print(json.dumps([s.text for s in make_sampler({sampler!r}, seed=11).sample_many(space('conv'), 10)]))")
+    here = [s.text for s in make_sampler(sampler, seed=11).sample_many(space("conv"), 10)]
+    for hashseed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={"PYTHONHASHSEED": hashseed, "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+        assert json.loads(out.stdout) == here
+
+
+def test_ablation_pools():
+    sp = space("conv")
+    assert all(not c.combined for c in make_sampler("single").choices(sp))
+    assert all(c.combined for c in make_sampler("combined").choices(sp))
+    for s in make_sampler("combined", seed=2).sample_many(sp, 10):
+        assert s.lambda_spec() is not None
+    for s in make_sampler("single", seed=2).sample_many(sp, 10):
+        assert s.lambda_spec() is None
+
+
+def test_large_factor_bias():
+    """Section 6.1 draws (dimension, factor) pairs uniformly, which favours large factors: with 16 tiles
+    left along i, a single T(16,i) level comes up 1/4 of the time, against 1/8 for a uniform choice among
+    the 8 ordered factorizations of 16."""
+    from tvm_ttile.microkernels.spec import Microkernel
+
+    kept = [Microkernel.make("matmul", "avx2", 8, 1, i=2, j=1)]
+    sp = Space(Problem.from_operator(Matmul(M=32, N=8, K=1), 8, "avx2"), kept)
+    draws = make_sampler("ttile", seed=0).sample_many(sp, 400, unique=False)
+    single = sum(1 for s in draws if [x.text for x in s.specs if x.dim == "i"] == ["T(16,i)", "U(2,i)"])
+    assert 70 < single < 130
+
+
+def test_options_and_names_are_checked():
+    with pytest.raises(TTileError, match="unknown sampler"):
+        make_sampler("annealing")
+    with pytest.raises(TTileError, match="no option"):
+        make_sampler("ttile", depth=3)
+    assert make_sampler("levels", max_levels=2).options == {"max_levels": 2}
+
+
+def test_ordered_factorizations():
+    assert sorted(ordered_factorizations(12, 2)) == [(2, 6), (3, 4), (4, 3), (6, 2)]
+    assert ordered_factorizations(7, 2) == []
+    assert ordered_factorizations(8, 3) == [(2, 2, 2)]

@@ -1,0 +1,61 @@
+"""The online space (plain Python): admissible microkernels, combinations, reuse loops, Problem sizes."""
+import pytest
+
+from kernels import conv_kept, matmul_kept
+from tvm_ttile.errors import TTileError
+from tvm_ttile.microkernels.spec import Microkernel
+from tvm_ttile.operators import Conv2d, Matmul, get_layer
+from tvm_ttile.space import Problem, Space, admissible, microkernel_of, scheme_of
+
+
+def test_problem_sizes_and_vector_padding():
+    p = Problem.from_operator(get_layer("Yolo9000-23"), 16, "avx512")
+    assert p.size["k"] == 28272 and p.vector_pad == 3 and p.size["h"] == 17
+    p = Problem.from_operator(Matmul(M=1, N=1000, K=512), 16, "avx512")
+    assert p.size == {"i": 1, "j": 1008, "k": 512} and p.vector_pad == 8
+    p = Problem.from_operator(get_layer("ResNet18-4"), 8, "avx2")
+    assert (p.stride, p.size["h"]) == (2, 28)
+
+
+def test_paper_worked_example_h34():
+    """Yolo9000-12 (H = W = 34): 34 = 2 x 11 + 1 x 12 is admissible from a class holding 11 and 12."""
+    kept = [Microkernel.make("conv2d", "avx512", 16, 256, h=h, k=2) for h in range(8, 15)]
+    p = Problem.from_operator(get_layer("Yolo9000-12"), 16, "avx512")
+    choices = admissible(p, kept)
+    assert not [c for c in choices if not c.combined]  # no h in 8..14 divides 34
+    combos = {(c.dim, c.parts) for c in choices}
+    assert ("h", ((2, 11), (1, 12))) in combos
+    for c in choices:
+        assert sum(a * u for a, u in c.parts) in (17, 34)  # periods divide 34
+        assert c.mk.stride == 1
+
+
+def test_combination_for_prime_17():
+    kept = [Microkernel.make("conv2d", "avx2", 8, 64, h=h, k=1) for h in (7, 8, 9, 10)]
+    p = Problem.from_operator(get_layer("Yolo9000-18"), 8, "avx2")
+    parts = {c.parts for c in admissible(p, kept) if c.dim == "h"}
+    assert ((1, 8), (1, 9)) in parts and ((1, 7), (1, 10)) in parts
+
+
+def test_no_admissible_microkernel_is_a_clear_error():
+    kept = [Microkernel.make("conv2d", "avx2", 8, 64, h=4, w=1, k=4)]  # k = 32 does not divide 8
+    p = Problem.from_operator(Conv2d(K=8, C=8, H=8, W=8, R=1, S=1), 8, "avx2")
+    with pytest.raises(TTileError, match="divides"):
+        Space(p, kept)
+
+
+@pytest.mark.parametrize("op", [Conv2d(K=32, C=12, H=17, W=10, R=3, S=3, pad=1),
+                                Matmul(M=34, N=40, K=24), Matmul(M=7, N=1000, K=9)])
+def test_every_choice_completes_to_a_valid_scheme(op):
+    from tvm_ttile.samplers import make_sampler
+
+    kept = (conv_kept if isinstance(op, Conv2d) else matmul_kept)("avx2", 8)
+    p = Problem.from_operator(op, 8, "avx2")
+    space = Space(p, kept)
+    sampler = make_sampler("ttile", seed=3)
+    for choice in space.choices:
+        reuse = sampler.draw_reuse(space, choice)
+        scheme = scheme_of(p, choice, reuse, sampler.large_factor_levels(space, choice, reuse))
+        scheme.validate(p.size, p.lanes, p.reuse)
+        mk = microkernel_of(p, scheme)
+        assert mk.red == reuse * (mk.get("c") if p.op == "conv2d" else 1)
