@@ -128,6 +128,17 @@ class TTileSearch(PySearchStrategy):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log)
 
 
+def prepare_logging(verbose: bool = False) -> None:
+    """MetaSchedule's console log at WARNING (INFO with verbose); its per-trial log still goes to work_dir/logs.
+    Also drops unnamed handlers from its logger: tune_tir's dictConfig lists handlers by name and fails on a
+    second call in a process where one has none (seen under pytest)."""
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    for handler in list(logger.handlers):
+        if handler.get_name() is None:
+            logger.removeHandler(handler)
+
+
 _NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
 
 

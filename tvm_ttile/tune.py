@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import statistics
 import time
@@ -26,7 +25,7 @@ from . import cpu as cpu_mod
 from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, build_module
-from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database
+from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, prepare_logging
 from .progress import Progress
 
 
@@ -102,8 +101,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log)
     start = time.time()
     if todo:
-        # MetaSchedule's console log at WARNING; its per-trial log still goes to work_dir/logs.
-        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.INFO if verbose else logging.WARNING)
+        prepare_logging(verbose)
         bar = Progress(todo, f"tuning {operator.name or type(operator).__name__}") if progress else None
         callbacks = ms.measure_callback.MeasureCallback.create("default") + ([ProgressCallback(bar)] if bar else [])
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,

@@ -1,0 +1,131 @@
+"""Tuning through MetaSchedule: records, resuming, a fresh process reading the database, tune_tir with the
+plug-ins, and measuring through an RPC tracker with two servers on loopback."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from kernels import conv_kept, matmul_kept
+from tvm_ttile.measure import build_module
+from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, open_database, prepare_logging
+from tvm_ttile.operators import Conv2d, Matmul
+from tvm_ttile.scheme import Scheme
+from tvm_ttile.tune import rpc_runner, tune
+
+
+@pytest.fixture(scope="module")
+def conv(host):
+    return Conv2d(K=2 * host.lanes, C=16, H=10, W=10, R=3, S=3, pad=1, name="small-conv")
+
+
+@pytest.fixture(scope="module")
+def tuned(host, conv, tmp_path_factory):
+    work = tmp_path_factory.mktemp("tune")
+    return tune(conv, host, trials=6, seed=3, work_dir=str(work), kept=conv_kept(host.isa.name, host.lanes),
+                trials_per_iter=3, progress=False)
+
+
+def test_tune_reports_a_verified_best(tuned):
+    assert tuned.verified and tuned.trials == 6 and tuned.new_trials == 6
+    assert tuned.gflops > 0 and tuned.percent_of_peak > 0 and tuned.threads == 1
+    Scheme.parse(tuned.scheme)
+    assert len(tuned.history) == 6 and all(g for _, g, _ in tuned.history)
+    # the reported best is the record MetaSchedule applies (best mean time); its GFLOPS are a median
+    assert any(g == pytest.approx(tuned.gflops) and s == tuned.scheme for s, g, _ in tuned.history)
+    assert tuned.lowering_failures == []
+    d = tuned.to_json()
+    assert {"gflops", "percent_of_peak", "scheme", "trials", "seconds", "verified"} <= set(d)
+
+
+def test_rerun_resumes_from_the_database(tuned, host, conv):
+    again = tune(conv, host, trials=8, seed=3, work_dir=tuned.work_dir, kept=conv_kept(host.isa.name, host.lanes),
+                 trials_per_iter=3, progress=False)
+    assert again.new_trials == 2 and again.trials == 8
+    assert [h[0] for h in again.history[:6]] == [h[0] for h in tuned.history]  # the same seed draws the same order
+    assert len({h[0] for h in again.history}) == 8
+
+
+def test_fresh_process_opens_and_applies_the_database(tuned, host, conv):
+    code = textwrap.dedent(f"""
+        import json, numpy as np, tvm
+        from tvm.s_tir import meta_schedule as ms
+        from tvm_ttile.metaschedule import open_database
+        from tvm_ttile.operators import Conv2d
+        from tvm_ttile.cpu import detect_host
+        host = detect_host()
+        op = Conv2d(K={conv.K}, C=16, H=10, W=10, R=3, S=3, pad=1)
+        mod = tvm.IRModule({{"main": op.prim_func(host.lanes)}})
+        db = open_database({tuned.work_dir!r})
+        sch = ms.tir_integration.compile_tir(db, mod, host.target())
+        lib = tvm.compile(sch.mod, target=host.target())
+        a, b = op.random_inputs(seed=9)
+        dev = tvm.cpu()
+        out = tvm.runtime.tensor(np.zeros((1, 10, 10, op.K), np.float32), dev)
+        lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+        print(json.dumps({{"err": float(np.abs(out.numpy() - op.reference(a, b)).max()),
+                          "scheme": sch.get(sch.get_sblock("root")).annotations["tvm_ttile.scheme"]}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    db = open_database(tuned.work_dir)
+    mod = tvm.IRModule({"main": conv.prim_func(host.lanes)})
+    best = db.get_top_k(db.commit_workload(mod), 1)[0]
+    sch = tvm.s_tir.Schedule(mod)
+    best.trace.apply_to_schedule(sch, remove_postproc=False)
+    from tvm_ttile.lowering import scheme_of_schedule
+
+    assert res["err"] < 1e-3 and res["scheme"] == scheme_of_schedule(sch)
+
+
+def test_plugins_work_inside_tune_tir(host, tmp_path):
+    """The way a TVM user passes a custom policy: tune_tir(..., space=..., strategy=...)."""
+    op = Matmul(M=12, N=2 * host.lanes, K=32)
+    mod = tvm.IRModule({"main": op.prim_func(host.lanes)})
+    prepare_logging()
+    db = ms.tune_tir(mod, host.target(), str(tmp_path), max_trials_global=4, num_trials_per_iter=2,
+                     builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=2),
+                     space=TTileSpaceGenerator(), strategy=TTileSearch(kept=matmul_kept(host.isa.name, host.lanes)),
+                     cost_model=ms.cost_model.RandomModel())
+    sch = ms.tir_integration.compile_tir(db, mod, host.target())
+    assert sch is not None
+    lib = tvm.compile(sch.mod, target=host.target())
+    a, b = op.random_inputs()
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros((12, op.N), np.float32), dev)
+    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+    np.testing.assert_allclose(out.numpy(), op.reference(a, b), rtol=1e-4, atol=1e-4)
+    assert len(db.get_all_tuning_records()) == 4
+    assert open_database(str(tmp_path)) is not None
+
+
+def test_measuring_through_an_rpc_tracker_with_two_servers(host, tmp_path):
+    from tvm import rpc
+    from tvm.rpc.tracker import Tracker
+
+    tracker = Tracker(host="127.0.0.1", port=9190, port_end=9290, silent=True)
+    servers = [rpc.Server(host="127.0.0.1", port=9300, port_end=9400, key="ttile-test",
+                          tracker_addr=("127.0.0.1", tracker.port), silent=True) for _ in range(2)]
+    try:
+        import time
+
+        for _ in range(100):
+            summary = rpc.connect_tracker("127.0.0.1", tracker.port).summary()
+            free = [q for q in summary["queue_info"].values()] if "queue_info" in summary else []
+            if free and free[0].get("free", 0) >= 2:
+                break
+            time.sleep(0.1)
+        assert free and free[0]["free"] == 2, summary
+        op = Matmul(M=8, N=host.lanes, K=16, name="rpc-matmul")
+        res = tune(op, host, trials=4, work_dir=str(tmp_path), kept=matmul_kept(host.isa.name, host.lanes),
+                   runner=rpc_runner("127.0.0.1", tracker.port, "ttile-test"), trials_per_iter=4, progress=False)
+        assert res.verified and res.trials == 4 and all(g for _, g, _ in res.history)
+    finally:
+        for s in servers:
+            s.terminate()
+        tracker.terminate()
