@@ -129,3 +129,20 @@ def test_measuring_through_an_rpc_tracker_with_two_servers(host, tmp_path):
         for s in servers:
             s.terminate()
         tracker.terminate()
+
+
+def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
+    """`tvm-ttile tune ... --json` on a catalog made of a few microkernels (measured here)."""
+    from tvm_ttile import cli
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    argv = ["tune", "matmul", "--M", "10", "--N", str(3 * host.lanes - 2), "--K", "24", "--trials", "3",
+            "--work-dir", str(tmp_path), "--json"]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"gflops", "percent_of_peak", "scheme", "trials", "seconds", "verified"} <= set(out)
+    assert out["verified"] is True and out["trials"] == 3
+    assert cli.main(["tune", "conv2d", "--K", "8"]) == 2
+    assert "--C" in capsys.readouterr().err
+    assert cli.main(["tune", "conv2d", "--layer", "bert-qkv"]) == 2
