@@ -59,3 +59,12 @@ def test_every_choice_completes_to_a_valid_scheme(op):
         scheme.validate(p.size, p.lanes, p.reuse)
         mk = microkernel_of(p, scheme)
         assert mk.red == reuse * (mk.get("c") if p.op == "conv2d" else 1)
+
+
+def test_small_c_prefers_r_s_unrolled_microkernels():
+    kept = conv_kept("avx2", 8)
+    p = Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=3, S=3, pad=1), 8, "avx2")
+    sp = Space(p, kept)
+    assert sp.choices and all(c.mk.get("r") == 3 for c in sp.choices) and sp.notes
+    p7 = Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=7, S=7, pad=3), 8, "avx2")
+    assert any(c.mk.get("r") == 1 for c in Space(p7, kept).choices)  # no 3x3 fits 7x7: keep the others

@@ -78,6 +78,9 @@ class TTileSearch(PySearchStrategy):
             catalog = build_catalog(self.cpu, self.problem.op, self.threshold)
             kept, fallback = catalog.kept, catalog.ranked()
         space = Space(self.problem, kept, fallback)
+        if space.notes and self.trial_log:
+            with open(self.trial_log, "a") as f:
+                f.write(json.dumps({"scheme": None, "error": None, "notes": space.notes}) + "\n")
         if space.fallback_used:
             logging.getLogger(__name__).warning(
                 "no kept microkernel fits %s: using the best measured ones that do (paper's fallback)", self.problem.size)

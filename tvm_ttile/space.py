@@ -174,6 +174,9 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
 
 
+SMALL_REUSE = 8  # below this many c steps, microkernels must also unroll r and s (when one fits)
+
+
 class Space:
     """The admissible choices for one problem; samplers draw schemes from it."""
 
@@ -183,6 +186,14 @@ class Space:
         self.problem = problem
         self.choices = admissible(problem, kept)
         self.fallback_used = False
+        self.notes = []
+        if problem.op == "conv2d" and problem.size["c"] < SMALL_REUSE:
+            # Too few c steps to amortize loading and storing the accumulators: reuse r and s as well
+            # (the thesis' remedy for C = 3 layers; measured here: Yolo9000-0 36% -> 56% of peak).
+            rs = [c for c in self.choices if c.mk.get("r") > 1 or c.mk.get("s") > 1]
+            if rs:
+                self.choices = rs
+                self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE}: only microkernels unrolled along r and s")
         if not self.choices and fallback:
             self.choices = [c for c in admissible(problem, list(fallback)) if not c.combined][:4]
             self.fallback_used = bool(self.choices)
