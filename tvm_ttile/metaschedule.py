@@ -52,8 +52,9 @@ class TTileSearch(PySearchStrategy):
     """
 
     def __init__(self, sampler: str = "ttile", seed: int = 0, kept=None, threshold: float = 0.80, threads=None,
-                 trial_log: str | None = None):
+                 trial_log: str | None = None, fallback=()):
         self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
+        self.fallback = list(fallback)  # measured microkernels below the threshold, best first
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
         self.failures, self.history = [], []
@@ -73,7 +74,7 @@ class TTileSearch(PySearchStrategy):
 
         self.problem = problem_of(self.mod["main"], self.cpu.isa.name, self.cpu.lanes)
         if self.kept is not None:
-            kept, fallback = self.kept, ()
+            kept, fallback = self.kept, self.fallback
         else:
             catalog = build_catalog(self.cpu, self.problem.op, self.threshold)
             kept, fallback = catalog.kept, catalog.ranked()
@@ -128,7 +129,8 @@ class TTileSearch(PySearchStrategy):
         pass
 
     def clone(self):
-        return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log)
+        return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
+                           self.fallback)
 
 
 def prepare_logging(verbose: bool = False) -> None:

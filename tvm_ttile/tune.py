@@ -98,7 +98,15 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
     todo = max(trials - before, 0)
     trial_log = os.path.join(work_dir, TRIAL_LOG)
-    strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log)
+    fallback = ()
+    if kept is None:  # the CPU's catalog, measured now if it is not cached (its own progress bar)
+        from .microkernels.catalog import build_catalog
+        from .space import Problem
+
+        catalog = build_catalog(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name).op)
+        kept, fallback = catalog.kept, catalog.ranked()
+    strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
+                           fallback=fallback)
     start = time.time()
     if todo:
         prepare_logging(verbose)
