@@ -29,7 +29,7 @@ def run(args):
     from tvm_ttile.tune import tune
 
     host = cpu_mod.detect_host(args.isa)
-    peak = cpu_mod.peak(host)["peak_gflops"]
+    peak = cpu_mod.peak(host, rebuild=True)["peak_gflops"]  # measured in this run
     layers = conv2d_layers()
     names = args.layers.split(",") if args.layers else list(layers)
     settings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10, timeout_sec=120)

@@ -53,7 +53,9 @@ def test_sampled_schemes_are_correct(host, kind, case):
     kept = (conv_kept if kind == "conv2d" else matmul_kept)(host.isa.name, host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     space = Space(problem, kept)
-    for sampler in ("ttile", "levels"):
+    for sampler in ("ttile", "levels", "nondivisible"):
+        if not make_sampler(sampler).choices(space):
+            continue
         for scheme in make_sampler(sampler, seed=case).sample_many(space, 3):
             lowered = lower(problem, scheme, op.prim_func(host.lanes))
             got, ref = run(op, lowered.sch.mod, host.target())

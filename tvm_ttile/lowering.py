@@ -22,7 +22,7 @@ from tvm.tirx.script import builder as T
 from .errors import TTileError
 from .microkernels import intrin
 from .microkernels.spec import Microkernel
-from .scheme import Lambda, Scheme, U, V
+from .scheme import P, Scheme, U, V
 from .space import DIMS, Problem, microkernel_of
 
 BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
@@ -46,25 +46,28 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     return Microkernel.make("matmul", isa, lanes, ext.get("k", 1), i=ext.get("i", 1), j=ext.get("j", lanes) // lanes)
 
 
-def tail_name(problem: Problem, sub: Scheme) -> str:
+def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None) -> str:
+    extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
-            f"{sub.text}")
+            f"{sub.text}{extra}")
 
 
 def _parse_tail_name(name: str):
-    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*)", name)
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text = m.groups()
+    op, isa, lanes, st, dl, text, ext = m.groups()
     problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
-    return problem, Scheme.parse(text)
+    sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
+    return problem, Scheme.parse(text), sizes
 
 
-def register_tail(problem: Problem, sub: Scheme) -> tuple:
-    """Register the tail intrinsic of sub-scheme `sub` (it starts with the Lambda). Returns (name, region_mk)."""
-    name = tail_name(problem, sub)
+def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None) -> tuple:
+    """Register the tail intrinsic of sub-scheme `sub`: from a Lambda down, or (with `ext`, the region's
+    extents) a whole scheme with partial P tiles. Returns (name, region_mk)."""
+    name = tail_name(problem, sub, ext)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
-                        sub.extents(problem.lanes)[0])
+                        ext if ext is not None else sub.extents(problem.lanes)[0])
     if TensorIntrin.get(name, allow_missing=True) is None:
         desc = intrin._func(region, impl=False)
         with IRBuilder() as ib:
@@ -76,9 +79,54 @@ def register_tail(problem: Problem, sub: Scheme) -> tuple:
                 with T.sblock("root"):
                     T.reads(full(C), full(A), full(B))
                     T.writes(full(C))
-                    _emit_tail(problem, sub, A, B, C)
+                    if ext is not None:
+                        _emit_partial(problem, sub, ext, A, B, C)
+                    else:
+                        _emit_tail(problem, sub, A, B, C)
         TensorIntrin.register(name, desc, ib.get())
     return name, region
+
+
+def _emit_partial(problem, scheme, ext, A, B, C):
+    """Loops for a scheme with P levels: each P runs ceil(avail / size) tiles, the last one clipped; below
+    the last level, a loop over the whole microkernels left in the (possibly clipped) tile."""
+    import tvm.tirx as tir
+
+    specs = scheme.specs
+    mk_start = len(specs)
+    while mk_start > 0 and isinstance(specs[mk_start - 1], (U, V)):
+        mk_start -= 1
+    reuse_i = mk_start - 1
+    mk = microkernel_of(problem, scheme)
+    mk.check_registers()
+    exts = scheme.extents(problem.lanes)
+    unit = exts[reuse_i]
+    partial = sorted(scheme.partial_dims)
+
+    def counts(dims, base, avail):
+        if not dims:
+            intrin.emit_microkernel(mk, A, B, C, base)
+            return
+        d, u = dims[0], unit.get(dims[0], 1)
+        with T.serial(0, tir.floordiv(avail[d], u)) as v:
+            counts(dims[1:], {**base, d: base.get(d, 0) + v * u}, avail)
+
+    def walk(i, base, avail):
+        if i == reuse_i:
+            counts(partial, base, avail)
+            return
+        spec = specs[i]
+        d = spec.dim
+        if isinstance(spec, P):
+            t = spec.size
+            with T.serial(0, tir.floordiv(avail[d] + t - 1, t)) as v:
+                walk(i + 1, {**base, d: base.get(d, 0) + v * t}, {**avail, d: tir.min(t, avail[d] - v * t)})
+        else:
+            below = exts[i + 1].get(d, 1)
+            with T.serial(0, spec.n) as v:
+                walk(i + 1, {**base, d: base.get(d, 0) + v * below}, {**avail, d: below})
+
+    walk(0, {}, dict(ext))
 
 
 def _emit_tail(problem, sub, A, B, C):
@@ -112,7 +160,8 @@ def register_by_name(name: str) -> None:
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
     if name.startswith(TAIL_PREFIX):
-        register_tail(*_parse_tail_name(name))
+        problem, sub, ext = _parse_tail_name(name)
+        register_tail(problem, sub, ext)
     else:
         intrin.register(Microkernel.from_name(name))
 
@@ -187,7 +236,11 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
     region_ext = scheme.extents(lanes)[cut]
 
     reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
-    if cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
+    if scheme.partial_dims:  # P levels: the whole nest is one tail intrinsic with clipped loops
+        cut, region_ext = 0, dict(size)
+        name, nest_mk = register_tail(problem, scheme, ext={d: e for d, e in size.items() if d != "n"})
+        region_loops = [(reuse, problem.reuse, nest_mk.red)]
+    elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
         mk = microkernel_of(problem, scheme)
         region_loops = [(reuse, problem.reuse, mk.red // mk.get("c") if op == "conv2d" else mk.red)]
         if op == "conv2d" and mk.get("c") > 1:

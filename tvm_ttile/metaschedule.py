@@ -52,9 +52,10 @@ class TTileSearch(PySearchStrategy):
     """
 
     def __init__(self, sampler: str = "ttile", seed: int = 0, kept=None, threshold: float = 0.80, threads=None,
-                 trial_log: str | None = None, fallback=()):
+                 trial_log: str | None = None, fallback=(), sampler_options: dict | None = None):
         self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
         self.fallback = list(fallback)  # measured microkernels below the threshold, best first
+        self.sampler_options = dict(sampler_options or {})
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
         self.failures, self.history = [], []
@@ -95,7 +96,7 @@ class TTileSearch(PySearchStrategy):
                 sch = tvm.s_tir.Schedule(self.mod)
                 rec.trace.apply_to_schedule(sch, remove_postproc=False)
                 done.add(scheme_of_schedule(sch))
-        sampler = make_sampler(self.sampler_name, seed=self.seed)
+        sampler = make_sampler(self.sampler_name, seed=self.seed, **self.sampler_options)
         self.queue = [s for s in sampler.sample_many(space, max_trials + len(done)) if s.text not in done][:max_trials]
         self.per_iter = num_trials_per_iter
 
@@ -130,7 +131,7 @@ class TTileSearch(PySearchStrategy):
 
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
-                           self.fallback)
+                           self.fallback, self.sampler_options)
 
 
 def prepare_logging(verbose: bool = False) -> None:

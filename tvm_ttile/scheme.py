@@ -1,6 +1,7 @@
 """The scheme language (paper section 3.3): a list of loop specifiers from the outermost inwards.
 
     R(d)                   outer loop over what remains of dimension d
+    P(t, d)                tiles of t elements along d, the last one partial (non-divisible space only)
     T(n, d)                a tile loop of exactly n iterations along d
     U(n, d)                a tile loop of n iterations, fully unrolled (U(lambda, d): the factor a Lambda sets)
     V(d)                   the vector lanes along d; innermost, at most one
@@ -43,6 +44,19 @@ class T:
 
 
 @dataclasses.dataclass(frozen=True)
+class P:
+    """A loop over tiles of `size` elements along `dim` that need not divide the enclosing tile: the last
+    one is partial (paper section 6.3's non-divisible space). Tiles still hold whole microkernels."""
+
+    size: int
+    dim: str
+
+    @property
+    def text(self):
+        return f"P({self.size},{self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
 class U:
     n: object  # int, or LAMBDA
     dim: str
@@ -71,7 +85,7 @@ class Lambda:
         return f"Lambda({self.dim},[" + ",".join(f"({r},{a})" for r, a in self.parts) + "])"
 
 
-_ITEM = re.compile(r"(R|T|U|V|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
+_ITEM = re.compile(r"(R|T|U|V|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +144,8 @@ class Scheme:
                         raise SchemeError(f"{self.text}: U(lambda,{s.dim}) needs a Lambda on {s.dim} above it")
                     n = lambda_unroll if lambda_unroll is not None else max(a for _, a in lam.parts)
                 ext[s.dim] = cur * n
+            elif isinstance(s, P):
+                ext[s.dim] = s.size
             elif isinstance(s, Lambda):
                 inner = cur // (lambda_unroll if lambda_unroll is not None else max(a for _, a in s.parts))
                 ext[s.dim] = sum(r * a * inner for r, a in s.parts)
@@ -166,7 +182,10 @@ class Scheme:
             if isinstance(s, U) and s.n == LAMBDA and (lam is None or lam.dim != s.dim or specs.index(lam) > i):
                 raise SchemeError(f"{self.text}: U(lambda,{s.dim}) needs a Lambda on {s.dim} above it")
         final = self._final_extents(lanes)
+        partial = self._check_partial(sizes, lanes)
         for d, size in sizes.items():
+            if d in partial:
+                continue
             got = final.get(d, 1)
             has_r = any(isinstance(s, R) and s.dim == d for s in specs)
             if has_r or d not in final:
@@ -184,6 +203,34 @@ class Scheme:
             if above.dim != reduction or not isinstance(above, (T, R)):
                 raise SchemeError(f"{self.text}: the loop directly above the microkernel must run over "
                                   f"{reduction} (T or R), not {above.text}")
+
+    @property
+    def partial_dims(self) -> set:
+        return {s.dim for s in self.specs if isinstance(s, P)}
+
+    def _check_partial(self, sizes: dict, lanes: int) -> set:
+        """Rules for P levels: only P levels along such a dimension, sizes decreasing inwards, each a
+        multiple of the microkernel's size along it, which must divide the problem (whole microkernels)."""
+        dims = self.partial_dims
+        if not dims:
+            return dims
+        if self.lambda_spec() is not None:
+            raise SchemeError(f"{self.text}: P levels and a Lambda cannot be combined")
+        exts = self.extents(lanes)
+        for d in dims:
+            levels = [(i, s) for i, s in enumerate(self.specs) if s.dim == d and not isinstance(s, (U, V))]
+            if any(not isinstance(s, P) for _, s in levels):
+                raise SchemeError(f"{self.text}: along {d}, P levels cannot be mixed with T or R levels")
+            last = max(i for i, _ in levels)
+            unit = exts[last + 1].get(d, 1) if last + 1 < len(self.specs) else 1
+            if sizes[d] % unit:
+                raise SchemeError(f"{self.text}: the microkernel's {unit} along {d} does not divide {d}={sizes[d]}")
+            prev = sizes[d]
+            for _, s in levels:
+                if s.size % unit or s.size > prev or s.size <= 0:
+                    raise SchemeError(f"{self.text}: {s.text} must be a multiple of {unit} and at most {prev}")
+                prev = s.size
+        return dims
 
     def _final_extents(self, lanes):
         ext = self.extents(lanes)[0] if self.specs else {}
@@ -215,6 +262,8 @@ def _make(kind, args, text):
                 raise ValueError
             return Lambda(dim, tuple((int(r), int(a)) for r, a in pairs))
         n, dim = args.split(",")
+        if kind == "P":
+            return P(int(n), dim)
         return (T if kind == "T" else U)(n if n == LAMBDA else int(n), dim)
     except ValueError:
         raise SchemeError(f"cannot read {kind}({args}) in {text!r}") from None

@@ -11,7 +11,7 @@ from functools import lru_cache
 from .errors import TTileError
 from .microkernels.catalog import classes_of
 from .microkernels.spec import FAMILIES, Microkernel
-from .scheme import LAMBDA, Lambda, Scheme, T, U, V
+from .scheme import LAMBDA, Lambda, P, Scheme, T, U, V
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
 DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
@@ -147,7 +147,10 @@ def scheme_of(problem: Problem, choice: Choice, reuse_trips: int, levels: list) 
     """levels: outermost-first list of (dim, factor) or (dim, 'lambda') above the reuse loop."""
     specs = []
     for d, f in levels:
-        specs.append(Lambda(d, choice.parts) if f == LAMBDA else T(f, d))
+        if isinstance(f, tuple):  # ("P", tile elements): a partial-tile level
+            specs.append(P(f[1], d))
+        else:
+            specs.append(Lambda(d, choice.parts) if f == LAMBDA else T(f, d))
     specs.append(T(reuse_trips, problem.reuse))
     specs += microkernel_specs(choice)
     scheme = Scheme(tuple(specs))

@@ -47,7 +47,7 @@ class TuneResult:
     scheme: str
     trials: int  # measured records for this workload in the database (this run and earlier ones)
     new_trials: int
-    seconds: float
+    seconds: float  # tuning wall time, summed over all runs in work_dir
     verified: bool
     max_abs_error: float
     threads: int
@@ -83,7 +83,8 @@ def rpc_runner(tracker_host: str, tracker_port: int, key: str, settings: Measure
 
 def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, work_dir: str | None = None,
          sampler: str = "ttile", kept=None, runner=None, settings: MeasureSettings = MeasureSettings(),
-         trials_per_iter: int = 10, progress: bool = True, verbose: bool = False) -> TuneResult:
+         trials_per_iter: int = 10, progress: bool = True, verbose: bool = False,
+         sampler_options: dict | None = None) -> TuneResult:
     """Tune `operator` (operators.Conv2d or Matmul) and return the verified best."""
     import tempfile
 
@@ -106,7 +107,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         catalog = build_catalog(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name).op)
         kept, fallback = catalog.kept, catalog.ranked()
     strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
-                           fallback=fallback)
+                           fallback=fallback, sampler_options=sampler_options or {})
     start = time.time()
     if todo:
         prepare_logging(verbose)
@@ -120,11 +121,24 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
                     space=TTileSpaceGenerator(), strategy=strategy, seed=seed, num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-    seconds = time.time() - start
+    seconds = _add_seconds(work_dir, time.time() - start)
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
 TRIAL_LOG = "ttile_trials.jsonl"
+SECONDS_FILE = "ttile_tuning_seconds.json"
+
+
+def _add_seconds(work_dir: str, seconds: float) -> float:
+    """Tuning wall time summed over every run in work_dir, so a resumed run reports the whole cost."""
+    path = os.path.join(work_dir, SECONDS_FILE)
+    total = seconds
+    if os.path.exists(path):
+        with open(path) as f:
+            total += json.load(f)["seconds"]
+    with open(path, "w") as f:
+        json.dump({"seconds": total}, f)
+    return total
 
 
 def measured_history(database, mod, flops, trial_log: str) -> list:

@@ -4,6 +4,10 @@
 - levels (section 6.3, divisible space): per dimension a number of tiling levels in 1..`max_levels`, then
   one uniformly drawn ordered decomposition of what is left into that many factors (> 1 where possible),
   and a uniformly random order of all levels.
+- nondivisible (section 6.3, non-divisible space): the same, except that along the output dimensions
+  (h, w, k / i, j) the levels are tile sizes drawn uniformly between twice the microkernel and the problem
+  size, in whole microkernels, sorted (P specifiers: the last tile of each loop is partial). Single
+  microkernels only, so compare it with levels(singles_only=True).
 """
 
 from ..errors import TTileError
@@ -40,7 +44,11 @@ def ordered_factorizations(n: int, parts: int) -> list:
 
 class LevelsSampler(Sampler):
     NAME = "levels"
-    OPTIONS = {"max_levels": (4, "tiling levels per dimension: the memory hierarchy above registers")}
+    OPTIONS = {"max_levels": (4, "tiling levels per dimension: the memory hierarchy above registers"),
+               "singles_only": (False, "draw single microkernels only (the non-divisible space has no Lambda)")}
+
+    def choices(self, space):
+        return space.singles if self.options["singles_only"] else space.choices
 
     def sample(self, space):
         choice = self.draw_choice(space)
@@ -62,7 +70,44 @@ class LevelsSampler(Sampler):
         return self.build(space, choice, reuse, levels)
 
 
-SAMPLERS = {cls.NAME: cls for cls in (TTileSampler, SingleSampler, CombinedSampler, LevelsSampler)}
+class NonDivisibleSampler(LevelsSampler):
+    NAME = "nondivisible"
+    OPTIONS = {"max_levels": (4, "tiling levels per dimension: the memory hierarchy above registers")}
+    PARTIAL = {"conv2d": ("h", "w", "k"), "matmul": ("i", "j")}
+
+    def choices(self, space):
+        return space.singles
+
+    def sample(self, space):
+        choice = self.draw_choice(space)
+        reuse = self.draw_reuse(space, choice)
+        left = remaining(space.problem, choice, reuse)
+        partial = self.PARTIAL[space.problem.op]
+        levels = []  # (dim, T factor) or (dim, ("P", tile elements))
+        for d in sorted(left):
+            if left[d] == 1:
+                continue
+            n_levels = self.rng.randint(1, self.options["max_levels"])
+            if d in partial:
+                unit = choice.covers(d)
+                sizes = sorted({self.rng.randint(2, left[d]) for _ in range(n_levels)}, reverse=True) if left[d] >= 2 else []
+                levels += [(d, ("P", n * unit)) for n in sizes]
+            else:
+                while n_levels > 1 and not ordered_factorizations(left[d], n_levels):
+                    n_levels -= 1
+                levels += [(d, f) for f in self.rng.choice(ordered_factorizations(left[d], n_levels))]
+        self.rng.shuffle(levels)
+        # keep each dimension's P sizes decreasing from the outside in
+        for d in partial:
+            idx = [i for i, (dd, f) in enumerate(levels) if dd == d]
+            ordered = sorted((levels[i][1] for i in idx), key=lambda f: -f[1])
+            for i, f in zip(idx, ordered):
+                levels[i] = (d, f)
+        return self.build(space, choice, reuse, levels)
+
+
+SAMPLERS = {cls.NAME: cls for cls in (TTileSampler, SingleSampler, CombinedSampler, LevelsSampler,
+                                      NonDivisibleSampler)}
 
 
 def make_sampler(name: str, seed=0, **options) -> Sampler:
