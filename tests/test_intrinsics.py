@@ -7,18 +7,13 @@ from conftest import runnable_isas
 from tvm_ttile.cpu import detect_host, get_isa
 from tvm_ttile.microkernels import family, intrin
 from tvm_ttile.microkernels.spec import Microkernel
+from tvm_ttile.operators import run_against_reference
 
 RED = 8  # a short reduction loop: correctness does not need a long one
 
 
 def run(mod, prob, target):
-    lib = tvm.compile(mod, target=target)
-    a, b = prob.random_inputs(seed=3)
-    ref = prob.reference(a, b)
-    dev = tvm.cpu()
-    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
-    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
-    return out.numpy(), ref
+    return run_against_reference(prob, mod, target, seed=3)
 
 
 @pytest.mark.parametrize("isa", runnable_isas())

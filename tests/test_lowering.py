@@ -8,20 +8,14 @@ import tvm
 
 from kernels import conv_kept, matmul_kept
 from tvm_ttile.lowering import lower, problem_of, register_by_name, scheme_of_schedule
-from tvm_ttile.operators import Conv2d, Matmul
+from tvm_ttile.operators import Conv2d, Matmul, run_against_reference
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.scheme import Scheme
 from tvm_ttile.space import Problem, Space
 
 
 def run(op, mod, target):
-    lib = tvm.compile(mod, target=target)
-    a, b = op.random_inputs(seed=1)
-    ref = op.reference(a, b)
-    dev = tvm.cpu()
-    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
-    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
-    return out.numpy(), ref
+    return run_against_reference(op, mod, target, seed=1)
 
 
 def random_conv(rng, lanes):

@@ -180,6 +180,20 @@ class Matmul:
         return (a.astype(np.float64) @ (b64.T if self.dense else b64)).astype(np.float32)
 
 
+def run_against_reference(operator, mod, target, seed: int = 7):
+    """Compile `mod` (the operator's function, scheduled), run it once on random inputs and return
+    (output, numpy reference)."""
+    import tvm
+
+    lib = tvm.compile(mod, target=target)
+    a, b = operator.random_inputs(seed=seed)
+    ref = operator.reference(a, b)
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
+    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+    return out.numpy(), ref
+
+
 def _padded(n: int, lanes: int | None) -> int:
     return n if not lanes else -(-n // lanes) * lanes
 

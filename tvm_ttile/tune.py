@@ -26,6 +26,7 @@ from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, build_module
 from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, prepare_logging
+from .operators import run_against_reference
 from .progress import Progress
 
 
@@ -193,12 +194,7 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
 
 def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:
     """Run `mod` once on random inputs and compare with the numpy reference (relative to the output scale)."""
-    lib = tvm.compile(mod, target=target)
-    a, b = operator.random_inputs(seed=7)
-    ref = operator.reference(a, b)
-    dev = tvm.cpu()
-    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
-    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
-    err = float(np.max(np.abs(out.numpy() - ref)))
+    got, ref = run_against_reference(operator, mod, target)
+    err = float(np.max(np.abs(got - ref)))
     scale = float(np.max(np.abs(ref))) or 1.0
     return bool(np.isfinite(err) and err <= rtol * scale), err
