@@ -146,3 +146,30 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
     assert cli.main(["tune", "conv2d", "--K", "8"]) == 2
     assert "--C" in capsys.readouterr().err
     assert cli.main(["tune", "conv2d", "--layer", "bert-qkv"]) == 2
+
+
+def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
+    """Every tuner through one API and one result type; a resumed comparison measures nothing again."""
+    from tvm_ttile.baselines import run_system
+    from tvm_ttile.compare import compare, summary
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr("tvm_ttile.operators.get_layer",
+                        lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
+    systems = ["tvm_ttile", "metaschedule", "template-xgb", "template-random", "numpy"]
+    data = compare(["tiny"], systems, budget=4, out_dir=str(tmp_path), progress=False)
+    summ = summary(data)["tiny"]
+    assert set(summ) == set(systems)
+    for s in systems:
+        assert summ[s]["verified"] and summ[s]["gflops"] > 0
+    for s in systems[:4]:
+        run = data["results"]["tiny"][s][0]
+        assert run["trials"] == 4 and len(run["curve"]) == 4
+        assert [c[2] for c in run["curve"]] == sorted(c[2] for c in run["curve"])  # best so far
+    assert (tmp_path / "compare.md").exists() and (tmp_path / "convergence.png").exists()
+    again = compare(["tiny"], ["metaschedule"], budget=4, out_dir=str(tmp_path), progress=False)
+    assert again["results"]["tiny"]["metaschedule"][0]["trials"] == 4  # resumed: still the same 4 records
+    with pytest.raises(TTileError, match="unknown system"):
+        run_system("autotvm", Matmul(M=4, N=host.lanes, K=4), host)

@@ -131,6 +131,21 @@ def cmd_tune(args) -> int:
     return 0 if res.verified else 1
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare, summary
+
+    data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
+                   ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
+                   progress=not args.json, command="tvm-ttile " + " ".join(sys.argv[1:]))
+    if args.json:
+        print(json.dumps(summary(data), indent=1))
+    else:
+        with open(f"{args.out}/compare.md") as f:
+            print(f.read())
+        print(f"curves: {args.out}/convergence.png; all data: {args.out}/compare.json")
+    return 0
+
+
 def _add_cpu_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--isa", choices=["avx2", "avx512", "neon"], help="force a narrower ISA of the host")
@@ -177,6 +192,20 @@ def make_parser():
     p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_tune)
+
+    from .compare import DEFAULT_SYSTEMS
+
+    p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side")
+    p.add_argument("--layers", default="ResNet18-2,Yolo9000-12")
+    p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
+                   help="tvm_ttile, metaschedule, template-xgb, template-random, onednn, onnxruntime, numpy")
+    p.add_argument("--budget", type=int, default=200, help="trials per tuner, layer and seed")
+    p.add_argument("--ttile-budget", type=int, help="trials for tvm_ttile (default: --budget)")
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default="compare", help="results directory (resumes from its work/ databases)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

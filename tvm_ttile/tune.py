@@ -31,12 +31,23 @@ from .progress import Progress
 
 
 @derived_object
-class ProgressCallback(PyMeasureCallback):
-    def __init__(self, bar):
-        self.bar = bar
+class CurveCallback(PyMeasureCallback):
+    """Appends each measured candidate (tuning seconds so far, GFLOPS) to a JSON-lines file, in order,
+    and advances the progress bar: the data of convergence curves against trials and wall time."""
+
+    def __init__(self, path, flops, start, bar=None):
+        self.path, self.flops, self.start, self.bar = path, flops, start, bar
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        self.bar.update(len(measure_candidates))
+        now = time.time() - self.start
+        with open(self.path, "a") as f:
+            for res in runner_results:
+                secs = [float(x) for x in res.run_secs] if res.run_secs else []
+                ok = bool(secs) and res.error_msg is None and min(secs) < 1e9
+                g = self.flops / statistics.median(secs) / 1e9 if ok else None
+                f.write(json.dumps({"seconds": now, "gflops": g}) + "\n")
+        if self.bar:
+            self.bar.update(len(measure_candidates))
 
 
 @dataclasses.dataclass
@@ -109,21 +120,48 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         kept, fallback = catalog.kept, catalog.ranked()
     strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
                            fallback=fallback, sampler_options=sampler_options or {})
+    seconds = run_tuner(operator, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(),
+                        strategy=strategy, cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings,
+                        runner=runner, threads=threads, trials_per_iter=trials_per_iter, progress=progress,
+                        verbose=verbose, label=f"tuning {operator.name or type(operator).__name__}")
+    return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
+
+
+def run_tuner(operator, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
+              runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning") -> float:
+    """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
+    the same builder, runner and measurement settings whatever the policy. Every measured candidate is
+    appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
+    seconds spent in work_dir over all runs."""
+    offset = _add_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
         prepare_logging(verbose)
-        bar = Progress(todo, f"tuning {operator.name or type(operator).__name__}") if progress else None
-        callbacks = ms.measure_callback.MeasureCallback.create("default") + ([ProgressCallback(bar)] if bar else [])
+        bar = Progress(todo, label) if progress else None
+        recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), operator.flops, start - offset, bar)
+        callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
                     builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
                                                     timeout_sec=settings.timeout_sec),
-                    runner=runner or default_runner(settings, threads), database=database,
-                    cost_model=ms.cost_model.RandomModel(), measure_callbacks=callbacks,
-                    space=TTileSpaceGenerator(), strategy=strategy, seed=seed, num_tuning_cores=settings.build_workers)
+                    runner=runner or default_runner(settings, threads), database=database, cost_model=cost_model,
+                    measure_callbacks=callbacks, space=space, strategy=strategy, seed=seed,
+                    num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-    seconds = _add_seconds(work_dir, time.time() - start)
-    return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
+    return _add_seconds(work_dir, time.time() - start)
+
+
+CURVE_LOG = "curve.jsonl"
+
+
+def read_curve(work_dir: str) -> list:
+    """[(trial, seconds, gflops or None)] of every measured candidate in work_dir, in measurement order."""
+    path = os.path.join(work_dir, CURVE_LOG)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [(i + 1, r["seconds"], r["gflops"]) for i, r in enumerate(rows)]
 
 
 TRIAL_LOG = "ttile_trials.jsonl"

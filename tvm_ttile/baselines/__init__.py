@@ -1,0 +1,104 @@
+"""Side-by-side comparison: one call per system, one result type.
+
+    from tvm_ttile.baselines import run_system
+    r = run_system("metaschedule", get_layer("ResNet18-2"), trials=300, seed=0, work_dir="cmp/ms")
+
+Tuners: tvm_ttile, metaschedule, template-xgb, template-random (all through the same MetaSchedule builder,
+runner and measurement settings). Libraries: onednn, onnxruntime (conv2d), numpy (matmul).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+
+import numpy as np
+
+from ..errors import TTileError
+from ..measure import MeasureSettings
+
+TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random")
+LIBRARY_SYSTEMS = ("onednn", "onnxruntime", "numpy")
+
+
+@dataclasses.dataclass
+class SystemResult:
+    system: str
+    operator: str
+    gflops: float
+    percent_of_peak: float
+    seconds: float  # tuning wall time (0 for libraries)
+    trials: int
+    verified: bool
+    max_abs_error: float
+    curve: list  # [(trial, tuning seconds, best GFLOPS so far)]
+    threads: int
+    version: str = ""
+    notes: list = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _best_so_far(rows):
+    out, best = [], 0.0
+    for trial, secs, g in rows:
+        best = max(best, g or 0.0)
+        out.append((trial, secs, best))
+    return out
+
+
+def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, threads=1,
+               settings: MeasureSettings = MeasureSettings(), progress=True) -> SystemResult:
+    from .. import cpu as cpu_mod
+
+    cpu = cpu or cpu_mod.detect_host()
+    peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
+    name = operator.name or repr(operator)
+    if system in LIBRARY_SYSTEMS:
+        from .libraries import LIBRARIES
+
+        try:
+            out, secs, version = LIBRARIES[system](operator, threads)
+        except ImportError as e:
+            raise TTileError(f"{system} is not installed ({e}); pip install 'tvm-ttile[libs]'") from None
+        except AttributeError as e:
+            raise TTileError(f"{system} does not handle {type(operator).__name__}: {e}") from None
+        ref = operator.reference(*operator.random_inputs())
+        err = float(np.max(np.abs(out - ref)))
+        ok = err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)
+        g = operator.flops / secs / 1e9
+        return SystemResult(system, name, g, 100 * g / peak, 0.0, 0, ok, err, [], threads, version)
+    if system not in TUNERS:
+        raise TTileError(f"unknown system {system!r}; choose from {TUNERS + LIBRARY_SYSTEMS}")
+    import tempfile
+
+    from ..tune import read_curve, tune, verify
+
+    work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
+    if system == "tvm_ttile":
+        res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
+                   progress=progress)
+        return SystemResult(system, name, res.gflops, res.percent_of_peak, res.seconds, res.trials, res.verified,
+                            res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
+                            res.lowering_notes)
+    import tvm
+
+    from .tvm_tuners import tune_tvm_baseline
+
+    db, mod, target, seconds = tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads,
+                                                 progress)
+    records = db.get_top_k(db.commit_workload(mod), 1)
+    if not records:
+        raise TTileError(f"{system} measured no valid candidate for {name}")
+    sch = tvm.s_tir.Schedule(mod)
+    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    ok, err = verify(operator, sch.mod, target)
+    g = operator.flops / statistics.median(float(s) for s in records[0].run_secs) / 1e9
+    curve = read_curve(work_dir)
+    return SystemResult(system, name, g, 100 * g / peak, seconds, len(curve), ok, err, _best_so_far(curve), threads,
+                        f"tvm {tvm.__version__}")
+
+
+def work_dir_for(root, system, layer, seed, isa):
+    return os.path.join(root, f"{isa}-{system}-{layer}-seed{seed}")

@@ -1,0 +1,76 @@
+"""Library references, measured in this process with the same thread count: oneDNN through PyTorch's CPU
+build and ONNX Runtime's CPU kernels for conv2d (optional extras), numpy's BLAS for matmul. Each output is
+checked against the operator's numpy reference before its time is reported."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+
+def _time(fn, min_seconds=0.2, repeat=5):
+    fn()  # warm-up
+    runs = []
+    for _ in range(repeat):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            el = time.perf_counter() - t0
+            if el >= min_seconds / repeat:
+                break
+        runs.append(el / n)
+    return statistics.median(runs)
+
+
+def numpy_matmul(op, threads=1):
+    from threadpoolctl import threadpool_limits
+
+    a, b = op.random_inputs()
+    bb = b.T if op.dense else b
+    with threadpool_limits(limits=threads):
+        out = a @ bb
+        secs = _time(lambda: a @ bb)
+    return out, secs, "numpy " + np.__version__
+
+
+def onednn_conv2d(op, threads=1):
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = op.random_inputs()
+    xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    wt = torch.from_numpy(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # KCRS
+
+    def run():
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(xt, wt, stride=op.stride, padding=op.pad, dilation=op.dilation)
+
+    out = run().permute(0, 2, 3, 1).contiguous().numpy()
+    return out, _time(run), f"torch {torch.__version__} (oneDNN)"
+
+
+def onnxruntime_conv2d(op, threads=1):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x, w = op.random_inputs()
+    wk = np.ascontiguousarray(w.transpose(3, 2, 0, 1))  # KCRS
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=[op.pad] * 4,
+                            dilations=[op.dilation] * 2)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [op.N, op.C, op.H, op.W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[helper.make_tensor("w", TensorProto.FLOAT, wk.shape, wk.flatten())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    xn = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    run = lambda: sess.run(None, {"x": xn})[0]  # noqa: E731
+    out = run().transpose(0, 2, 3, 1)
+    return out, _time(run), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
+
+
+LIBRARIES = {"onednn": onednn_conv2d, "onnxruntime": onnxruntime_conv2d, "numpy": numpy_matmul}

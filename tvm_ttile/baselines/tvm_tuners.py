@@ -1,0 +1,33 @@
+"""TVM-side baselines, run through the same builder, runner and measurement settings as tvm_ttile:
+MetaSchedule's default policy (Ansor's successor: post-order-apply + evolutionary + XGBoost) and the
+AutoTVM-style templates searched with XGBoost (evolutionary) or at random (replay-func)."""
+from __future__ import annotations
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from ..metaschedule import open_database
+from ..tune import run_tuner
+from .templates import template_for
+
+POLICIES = {
+    # system name: (space, strategy, cost model) factories
+    "metaschedule": lambda mod: ("post-order-apply", "evolutionary", "xgb"),
+    "template-xgb": lambda mod: (ms.space_generator.ScheduleFn(template_for(mod)), "evolutionary", "xgb"),
+    "template-random": lambda mod: (ms.space_generator.ScheduleFn(template_for(mod)), "replay-func",
+                                    ms.cost_model.RandomModel()),
+}
+
+
+def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads=1, progress=True):
+    """Returns (database, mod, target, total tuning seconds)."""
+    target = cpu.target(threads)
+    mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
+    database = open_database(work_dir)
+    before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
+    space, strategy, cost_model = POLICIES[system](mod)
+    seconds = run_tuner(operator, mod, target, work_dir, database, max(trials - before, 0), space=space,
+                        strategy=strategy, cost_model=cost_model, seed=seed, settings=settings, threads=threads,
+                        trials_per_iter=min(64, max(trials, 1)), progress=progress,
+                        label=f"{system} {operator.name or ''}")
+    return database, mod, target, seconds
