@@ -58,7 +58,6 @@ class TTileSearch(PySearchStrategy):
         self.sampler_options = dict(sampler_options or {})
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
-        self.failures, self.history = [], []
 
     def _initialize_with_tune_context(self, context) -> None:
         from .cpu import from_target
@@ -110,9 +109,8 @@ class TTileSearch(PySearchStrategy):
             entry = {"scheme": scheme.text, "error": None}
             try:
                 entry["notes"] = lower(self.problem, scheme, sch, threads=self.threads).notes
-            except Exception as e:  # noqa: BLE001 - reported, never silent: see `failures` and the trial log
+            except Exception as e:  # noqa: BLE001 - reported, never silent: the trial log keeps it
                 entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
-                self.failures.append(entry)
             if self.trial_log:
                 with open(self.trial_log, "a") as f:
                     f.write(json.dumps(entry) + "\n")
@@ -122,9 +120,7 @@ class TTileSearch(PySearchStrategy):
         return batch or None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        for cand, res in zip(measure_candidates, results):
-            secs = [float(s) for s in res.run_secs] if res.run_secs else []
-            self.history.append((scheme_of_schedule(cand.sch), secs, res.error_msg))
+        pass  # random sampling learns nothing from results; they reach the database and curve.jsonl
 
     def post_tuning(self) -> None:
         pass
