@@ -22,7 +22,7 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 def table(cat, limit=40):
     data = cat.to_json()
-    lines = [f"| microkernel | GFLOPS | % of peak |", "|---|---:|---:|"]
+    lines = ["| microkernel | GFLOPS | % of peak |", "|---|---:|---:|"]
     for e in data["kept"][:limit]:
         lines.append(f"| `{e['text'].split(' ', 1)[1]}` | {e['gflops']:.1f} | {e['percent_of_peak']:.1f} |")
     return data, "\n".join(lines)

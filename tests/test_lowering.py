@@ -59,8 +59,6 @@ def test_sampled_schemes_are_correct(host, kind, case):
 
 def test_paper_example_lowers_and_runs(host):
     """Yolo9000-12's shape family at small C: a Lambda on h (34 = 2 x 11 + 1 x 12) above tile loops."""
-    from tvm_ttile.microkernels.spec import Microkernel  # noqa: F401
-
     lanes = host.lanes
     op = Conv2d(K=4 * lanes, C=8, H=34, W=34, R=3, S=3, pad=1)
     problem = Problem.from_operator(op, lanes, host.isa.name)

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tvm_ttile.scheme import LAMBDA, Lambda, R, Scheme, SchemeError, T, U, V, conv2d_footprint, matmul_footprint
+from tvm_ttile.scheme import Lambda, R, Scheme, SchemeError, T, U, V, conv2d_footprint, matmul_footprint
 
 # Yolo9000-12 on AVX-512, from the paper: K=512, H=W=34, C=256, R=S=3.
 YOLO12 = "[T(16,k),Lambda(h,[(2,11),(1,12)]),T(17,w),T(3,s),T(3,r),T(2,w),T(256,c),U(lambda,h),U(2,k),V(k)]"
