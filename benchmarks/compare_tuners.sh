@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tvm-ttile compare --layers "${LAYERS:-ResNet18-2,Yolo9000-12}" \
     --systems "${SYSTEMS:-tvm_ttile,metaschedule,onednn,onnxruntime}" --budget "${BUDGET:-300}" \
-    --ttile-budget "${TTILE_BUDGET:-50}" --seeds "${SEEDS:-1}" --out benchmarks/results/compare
+    --ttile-budget "${TTILE_BUDGET:-50}" --seeds "${SEEDS:-1}" \
+    --baseline-seeds "${BASELINE_SEEDS:-${SEEDS:-1}}" --out benchmarks/results/compare

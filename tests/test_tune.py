@@ -151,7 +151,7 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
 def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     """Every tuner through one API and one result type; a resumed comparison measures nothing again."""
     from tvm_ttile.baselines import run_system
-    from tvm_ttile.compare import compare, summary
+    from tvm_ttile.compare import compare, headline, summary, trials_to_reach
     from tvm_ttile.errors import TTileError
     from tvm_ttile.microkernels import family
 
@@ -159,11 +159,18 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     monkeypatch.setattr("tvm_ttile.operators.get_layer",
                         lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
     systems = ["tvm_ttile", "metaschedule", "template-xgb", "template-random", "numpy"]
-    data = compare(["tiny"], systems, budget=4, out_dir=str(tmp_path), progress=False)
+    data = compare(["tiny"], systems, budget=4, seeds=2, baseline_seeds=1, out_dir=str(tmp_path), progress=False)
     summ = summary(data)["tiny"]
     assert set(summ) == set(systems)
     for s in systems:
         assert summ[s]["verified"] and summ[s]["gflops"] > 0
+        assert summ[s]["seeds"] == (2 if s == "tvm_ttile" else 1)
+        assert all(r["retimed_gflops"] > 0 for r in data["results"]["tiny"][s])  # timed again side by side
+    head = headline(data)
+    assert len(head["rows"]) == 1 and head["geomean_ratio"] == pytest.approx(head["rows"][0]["ratio"])
+    assert head["with_libraries"] == 0  # numpy is not a conv2d library
+    assert trials_to_reach([(1, 0.1, 5.0), (2, 0.2, 9.0), (3, 0.3, 9.0)], 8.0) == 2
+    assert trials_to_reach([(1, 0.1, 5.0)], 8.0) is None
     for s in systems[:4]:
         run = data["results"]["tiny"][s][0]
         assert run["trials"] == 4 and len(run["curve"]) == 4

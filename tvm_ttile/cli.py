@@ -136,7 +136,7 @@ def cmd_compare(args) -> int:
 
     data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
-                   progress=not args.json, command="tvm-ttile " + " ".join(sys.argv[1:]))
+                   baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json, command="tvm-ttile " + " ".join(sys.argv[1:]))
     if args.json:
         print(json.dumps(summary(data), indent=1))
     else:
@@ -144,6 +144,31 @@ def cmd_compare(args) -> int:
             print(f.read())
         print(f"curves: {args.out}/convergence.png; all data: {args.out}/compare.json")
     return 0
+
+
+def cmd_tune_model(args) -> int:
+    from .end_to_end import format_report, tune_model
+
+    shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
+    libs = tuple(v for v in args.libraries.split(",") if v)
+    report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
+                        shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose)
+    if args.json:
+        print(json.dumps(report, indent=1, default=str))
+    else:
+        print(format_report(report))
+        print(f"records  {report['work_dir']} (MetaSchedule JSON database; rerun with --work-dir to resume); "
+              f"report {report['work_dir']}/report.md")
+    return 0 if report["correct"] else 1
+
+
+def _trials_or_same(value):
+    if value == "same":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of trials or 'same', got {value!r}") from None
 
 
 def _add_cpu_args(p):
@@ -193,6 +218,23 @@ def make_parser():
     _add_cpu_args(p)
     p.set_defaults(func=cmd_tune)
 
+    p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it")
+    p.add_argument("model", help="resnet18, darknet19, tiny_resnet, or a path to an .onnx file")
+    p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
+    p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
+    p.add_argument("--other-trials", type=int, default=16,
+                   help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--work-dir", help="database and report directory (default tune_<model>; resumes)")
+    p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,
+                   help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
+                        "('same': as many as tvm_ttile measured)")
+    p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    p.set_defaults(func=cmd_tune_model)
+
     from .compare import DEFAULT_SYSTEMS
 
     p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side")
@@ -201,7 +243,10 @@ def make_parser():
                    help="tvm_ttile, metaschedule, template-xgb, template-random, onednn, onnxruntime, numpy")
     p.add_argument("--budget", type=int, default=200, help="trials per tuner, layer and seed")
     p.add_argument("--ttile-budget", type=int, help="trials for tvm_ttile (default: --budget)")
-    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--seeds", type=int, default=1, help="seeds per tuner (tvm_ttile; baselines too by default)")
+    p.add_argument("--baseline-seeds", type=int, help="seeds for the TVM baselines (default: --seeds)")
+    p.add_argument("--retime-rounds", type=int, default=3,
+                   help="round-robin rounds timing every best side by side after tuning (0: no re-timing)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="compare", help="results directory (resumes from its work/ databases)")
     p.add_argument("--json", action="store_true")

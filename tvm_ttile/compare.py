@@ -7,12 +7,13 @@ writes convergence curves (best GFLOPS against trials and against tuning seconds
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
 import time
 
-from .baselines import LIBRARY_SYSTEMS, TUNERS, run_system, work_dir_for
+from .baselines import LIBRARY_SYSTEMS, TUNERS, retime, run_system, work_dir_for
 from .errors import TTileError
 from .measure import MeasureSettings
 
@@ -21,22 +22,29 @@ DEFAULT_SYSTEMS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random
 
 def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seeds=1, out_dir="compare",
             threads=1, settings: MeasureSettings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10),
-            progress=True, command: str = "") -> dict:
+            progress=True, command: str = "", baseline_seeds=None, retime_rounds=3) -> dict:
+    """Tune every layer with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
+    baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side."""
     from . import cpu as cpu_mod
     from .operators import Conv2d, get_layer
 
+    unknown = [s for s in systems if s not in TUNERS + LIBRARY_SYSTEMS]
+    if unknown:
+        raise TTileError(f"unknown system(s) {unknown}; choose from {TUNERS + LIBRARY_SYSTEMS}")
     cpu = cpu_mod.detect_host()
     peak = cpu_mod.peak(cpu, rebuild=True)["peak_gflops"]
     os.makedirs(out_dir, exist_ok=True)
+    baseline_seeds = seeds if baseline_seeds is None else baseline_seeds
     data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "threads": threads,
-            "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds, "measure": settings.describe(),
+            "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
+            "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
             "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M"), "command": command, "results": {}}
     for layer in layers:
         op = get_layer(layer)
+        timed = []  # (system, run index, work_dir or None) to time again side by side
         for system in systems:
             if system in LIBRARY_SYSTEMS:
-                conv = isinstance(op, Conv2d)
-                if (system == "numpy") == conv:
+                if (system == "numpy") == isinstance(op, Conv2d):
                     continue  # numpy is the matmul reference; oneDNN and ONNX Runtime the conv2d ones
                 try:
                     res = run_system(system, op, cpu, threads=threads)
@@ -44,17 +52,21 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                     data["results"].setdefault(layer, {})[system] = {"error": str(e)}
                     continue
                 data["results"].setdefault(layer, {})[system] = [res.to_json()]
+                timed.append((system, 0, None))
                 continue
-            if system not in TUNERS:
-                raise TTileError(f"unknown system {system!r}; choose from {TUNERS + LIBRARY_SYSTEMS}")
             runs = []
-            for seed in range(seeds):
-                trials = (ttile_budget or budget) if system == "tvm_ttile" else budget
+            ttile = system == "tvm_ttile"
+            for seed in range(seeds if ttile else baseline_seeds):
                 work = work_dir_for(os.path.join(out_dir, "work"), system, layer, seed, cpu.isa.name)
-                res = run_system(system, op, cpu, trials=trials, seed=seed, work_dir=work, threads=threads,
-                                 settings=settings, progress=progress)
+                res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
+                                 work_dir=work, threads=threads, settings=settings, progress=progress)
                 runs.append(res.to_json())
+                timed.append((system, seed, work))
             data["results"].setdefault(layer, {})[system] = runs
+        if retime_rounds:
+            secs = retime([(s, w) for s, _, w in timed], op, cpu, threads, retime_rounds, settings)
+            for (system, i, _), t in zip(timed, secs):
+                data["results"][layer][system][i]["retimed_gflops"] = op.flops / t / 1e9
         _write(data, out_dir)  # after every layer: an interrupted comparison keeps what it measured
     return data
 
@@ -74,19 +86,73 @@ def _versions():
     return out
 
 
+def _gflops(run) -> float:
+    return run.get("retimed_gflops") or run["gflops"]
+
+
 def summary(data) -> dict:
-    """Per layer and system: median over seeds of the best GFLOPS, % of peak, tuning seconds."""
+    """Per layer and system: median over seeds of the best GFLOPS (timed again side by side when the run
+    did so), % of peak, tuning seconds, and trials to reach the final best."""
     out = {}
     for layer, systems in data["results"].items():
         for system, runs in systems.items():
             if isinstance(runs, dict):
                 continue
-            g = statistics.median(r["gflops"] for r in runs)
+            g = statistics.median(_gflops(r) for r in runs)
             out.setdefault(layer, {})[system] = {
                 "gflops": g, "percent": 100 * g / (data["peak_gflops"] * data["threads"]),
-                "seconds": statistics.median(r["seconds"] for r in runs),
+                "tuning_gflops": statistics.median(r["gflops"] for r in runs),
+                "seconds": statistics.median(r["seconds"] for r in runs), "seeds": len(runs),
                 "verified": all(r["verified"] for r in runs), "trials": runs[0]["trials"]}
     return out
+
+
+def trials_to_reach(curve, target) -> int | None:
+    """First trial whose best-so-far reaches `target` GFLOPS (None: never within the curve)."""
+    return next((trial for trial, _, best in curve if best >= target), None)
+
+
+def headline(data, baseline="metaschedule", tolerance=0.05) -> dict:
+    """The issue's questions: tvm_ttile vs `baseline` (geometric mean of the GFLOPS ratio; trials tvm_ttile
+    needs to reach the baseline's best, exactly and within `tolerance`, against the trials the baseline
+    needed), and the layers where tvm_ttile is at least as fast as the faster library."""
+    summ, rows = summary(data), []
+    for layer, res in data["results"].items():
+        t, b = res.get("tvm_ttile"), res.get(baseline)
+        if not isinstance(t, list) or not isinstance(b, list):
+            continue
+        row = {"layer": layer, "ratio": summ[layer]["tvm_ttile"]["gflops"] / summ[layer][baseline]["gflops"]}
+        goal = statistics.median(r["gflops"] for r in b)  # the baseline's best, as measured while tuning
+        row["baseline_trials_to_best"] = statistics.median(trials_to_reach(r["curve"], r["gflops"]) or 0 for r in b)
+        for key, frac in (("ttile_trials_to_reach", 1.0), ("ttile_trials_within", 1 - tolerance)):
+            reach = [trials_to_reach(r["curve"], frac * goal) for r in t]
+            row[key] = None if None in reach else statistics.median(reach)
+        libs = [summ[layer][s]["gflops"] for s in ("onednn", "onnxruntime") if s in summ[layer]]
+        row["beats_libraries"] = (summ[layer]["tvm_ttile"]["gflops"] >= max(libs)) if libs else None
+        rows.append(row)
+    ratios = [r["ratio"] for r in rows]
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+    return {"baseline": baseline, "tolerance": tolerance, "geomean_ratio": geo, "rows": rows,
+            "beats_libraries": sum(1 for r in rows if r["beats_libraries"]),
+            "with_libraries": sum(1 for r in rows if r["beats_libraries"] is not None)}
+
+
+def _headline_lines(data) -> list:
+    h = headline(data)
+    if not h["rows"]:
+        return []
+    fmt = lambda v: "not reached" if v is None else f"{v:.0f}"  # noqa: E731
+    lines = ["", f"tvm_ttile ({data['ttile_budget']} trials) against {h['baseline']} ({data['budget']} trials): "
+             f"geometric mean of the GFLOPS ratio **{h['geomean_ratio']:.3f}** over {len(h['rows'])} layers; "
+             f"at least as fast as the faster of oneDNN and ONNX Runtime on **{h['beats_libraries']} of "
+             f"{h['with_libraries']}** layers.", "",
+             f"Trials to reach {h['baseline']}'s best (as measured while tuning; medians over seeds):", "",
+             f"| layer | {h['baseline']} to its best | tvm_ttile to reach it | tvm_ttile to within "
+             f"{100 * h['tolerance']:.0f}% |", "|---|---:|---:|---:|"]
+    for r in h["rows"]:
+        lines.append(f"| {r['layer']} | {fmt(r['baseline_trials_to_best'])} | {fmt(r['ttile_trials_to_reach'])} | "
+                     f"{fmt(r['ttile_trials_within'])} |")
+    return lines
 
 
 def _write(data, out_dir):
@@ -102,9 +168,11 @@ def _write(data, out_dir):
     lines = [f"# Comparison, {data['threads']} thread(s), {data['machine']['cpu']} ({data['machine']['isa']})", "",
              f"Command: `{data.get('command', '')}`", "",
              f"Peak {data['peak_gflops']:.1f} GFLOPS (measured in this run); budget {data['budget']} trials "
-             f"(tvm_ttile {data['ttile_budget']}); {data['seeds']} seed(s), medians over seeds; measurement "
-             f"{data['measure']}; versions {data['versions']}; {data['date']}.", "",
-             "% of peak (tuning seconds):", "", "| layer | " + " | ".join(systems) + " |",
+             f"(tvm_ttile {data['ttile_budget']}); seeds: tvm_ttile {data['seeds']}, TVM baselines "
+             f"{data.get('baseline_seeds', data['seeds'])}; medians over seeds; measurement {data['measure']}; "
+             f"versions {data['versions']}; {data['date']}.", "",
+             f"% of peak of each system's best, timed again side by side after tuning ({data.get('retime_rounds', 0)} "
+             "round-robin rounds, median); in brackets the tuning wall time:", "", "| layer | " + " | ".join(systems) + " |",
              "|---|" + "---:|" * len(systems)]
     for layer, v in summ.items():
         cells = []
@@ -119,6 +187,7 @@ def _write(data, out_dir):
             t = v.get("tvm_ttile")
             cells = [f"{t['gflops'] / v[s]['gflops']:.2f}" if t and s in v else "-" for s in systems if s != "tvm_ttile"]
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines += _headline_lines(data)
     with open(os.path.join(out_dir, "compare.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -317,9 +317,12 @@ def _epilogue(sch, consumers, outer_loops, red_dims, keys) -> list:
     notes = []
     prefix = _spatial_prefix(outer_loops, keys, red_dims)
     for consumer in consumers:
-        for later in sch.get_consumers(consumer):
+        laters = list(sch.get_consumers(consumer))
+        while laters:  # a chain such as bias add -> residual add -> ReLU becomes one block
+            later = laters.pop(0)
             try:
                 sch.reverse_compute_inline(later)
+                laters = list(sch.get_consumers(consumer))
             except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
                 notes.append(f"consumer {sch.get(later).name_hint} not inlined: {str(e).splitlines()[0]}")
         if prefix:

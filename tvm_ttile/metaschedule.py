@@ -26,9 +26,24 @@ from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
 from .space import Space
 
 
+def ttile_problem(mod, target):
+    """(Problem, None) when tvm_ttile can tune `mod` (a conv2d_nhwc or matmul block, e.g. a Relax task),
+    else (None, the reason)."""
+    from .cpu import from_target
+    from .errors import TTileError
+
+    cpu = from_target(target)
+    try:
+        return problem_of(mod["main"], cpu.isa.name, cpu.lanes), None
+    except TTileError as e:
+        return None, str(e)
+
+
 @derived_object
 class TTileSpaceGenerator(PySpaceGenerator):
-    """The design space is the unscheduled function: TTile's structure is drawn by TTileSearch."""
+    """The design space is the unscheduled function: TTile's structure is drawn by TTileSearch. For whole
+    networks (tune_relax) keep MetaSchedule's default post-order-apply space instead: TTileSearch ignores the
+    design spaces of tvm_ttile tasks, and the other tasks' evolutionary search needs that space's rules."""
 
     def __init__(self):
         self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
@@ -67,12 +82,27 @@ class TTileSearch(PySearchStrategy):
         self.cpu = from_target(context.target)
         if self.threads is None:
             self.threads = int(context.target.attrs.get("num-cores", 1)) if context.target.attrs.get("num-cores") else 1
+        self.problem, reason = ttile_problem(context.mod, context.target)
+        self.delegate = None
+        if self.problem is None:  # not a tvm_ttile task: MetaSchedule's evolutionary search, reported
+            from .errors import TTileError
+
+            if not context.space_generator.postprocs:
+                raise TTileError(f"task {context.task_name} is not a conv2d/matmul task ({reason}); TTileSearch hands "
+                                 "it to MetaSchedule's evolutionary search, which needs the default space: pass "
+                                 "space='post-order-apply' (tune_relax's default), not TTileSpaceGenerator()")
+            logging.getLogger(__name__).warning("task %s: MetaSchedule's default search (%s)",
+                                                context.task_name, reason)
+            self.delegate = ms.search_strategy.EvolutionarySearch()
+            self.delegate._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
         from .microkernels.catalog import build_catalog
         from .samplers import make_sampler
 
-        self.problem = problem_of(self.mod["main"], self.cpu.isa.name, self.cpu.lanes)
+        if self.delegate is not None:
+            return self.delegate.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database,
+                                            cost_model or ms.cost_model.RandomModel())
         if self.kept is not None:
             kept, fallback = self.kept, self.fallback
         else:
@@ -102,6 +132,9 @@ class TTileSearch(PySearchStrategy):
     def generate_measure_candidates(self):
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+        if self.delegate is not None:
+            return self.delegate.generate_measure_candidates()
+
         batch = []
         while self.queue and len(batch) < self.per_iter:
             scheme = self.queue.pop(0)
@@ -120,10 +153,13 @@ class TTileSearch(PySearchStrategy):
         return batch or None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        pass  # random sampling learns nothing from results; they reach the database and curve.jsonl
+        # Random sampling learns nothing from results; they reach the database and curve.jsonl.
+        if self.delegate is not None:
+            self.delegate.notify_runner_results(measure_candidates, results)
 
     def post_tuning(self) -> None:
-        pass
+        if self.delegate is not None:
+            self.delegate.post_tuning()
 
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,

@@ -51,6 +51,10 @@ class Conv2d:
     def flops(self) -> int:
         return 2 * self.N * self.out_h * self.out_w * self.K * self.C * self.R * self.S
 
+    @property
+    def output_shape(self) -> tuple:
+        return (self.N, self.out_h, self.out_w, self.K)
+
     def te(self, vector_lanes: int | None = None):
         """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0.
         With `vector_lanes` and K not a multiple of it, K is padded with zero weights to whole vectors
@@ -137,6 +141,10 @@ class Matmul:
     @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.M, self.N)
 
     def te(self, vector_lanes: int | None = None):
         """With `vector_lanes`, N is padded to whole vectors (B_pad, C_unpad; as for conv2d's K), and the

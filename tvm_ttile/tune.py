@@ -120,25 +120,25 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         kept, fallback = catalog.kept, catalog.ranked()
     strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
                            fallback=fallback, sampler_options=sampler_options or {})
-    seconds = run_tuner(operator, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(),
+    seconds = run_tuner(operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(),
                         strategy=strategy, cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings,
                         runner=runner, threads=threads, trials_per_iter=trials_per_iter, progress=progress,
                         verbose=verbose, label=f"tuning {operator.name or type(operator).__name__}")
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
-def run_tuner(operator, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
+def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning") -> float:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy. Every measured candidate is
     appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
     seconds spent in work_dir over all runs."""
-    offset = _add_seconds(work_dir, 0.0)
+    offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
         prepare_logging(verbose)
         bar = Progress(todo, label) if progress else None
-        recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), operator.flops, start - offset, bar)
+        recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), flops, start - offset, bar)
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
                     builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
@@ -148,7 +148,7 @@ def run_tuner(operator, mod, target, work_dir, database, todo, space, strategy, 
                     num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-    return _add_seconds(work_dir, time.time() - start)
+    return add_tuning_seconds(work_dir, time.time() - start)
 
 
 CURVE_LOG = "curve.jsonl"
@@ -168,7 +168,7 @@ TRIAL_LOG = "ttile_trials.jsonl"
 SECONDS_FILE = "ttile_tuning_seconds.json"
 
 
-def _add_seconds(work_dir: str, seconds: float) -> float:
+def add_tuning_seconds(work_dir: str, seconds: float) -> float:
     """Tuning wall time summed over every run in work_dir, so a resumed run reports the whole cost."""
     path = os.path.join(work_dir, SECONDS_FILE)
     total = seconds

@@ -100,5 +100,49 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
                         f"tvm {tvm.__version__}")
 
 
+def best_module(operator, work_dir, cpu, threads=1):
+    """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule."""
+    import tvm
+
+    from ..metaschedule import open_database
+
+    mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
+    database = open_database(work_dir)
+    records = database.get_top_k(database.commit_workload(mod), 1) if database.has_workload(mod) else []
+    if not records:
+        raise TTileError(f"no measured candidate for {operator.name or operator!r} in {work_dir}")
+    sch = tvm.s_tir.Schedule(mod)
+    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod
+
+
+def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSettings = MeasureSettings()) -> list:
+    """Time every system's best again, side by side in this process, round-robin over `rounds` rounds, so
+    that a disturbed moment during one system's tuning does not decide the comparison. `entries` are
+    (system, work_dir or None); returns the median seconds of each."""
+    import tvm
+
+    target = cpu.target(threads)
+    timers = []
+    for system, work_dir in entries:
+        if system in LIBRARY_SYSTEMS:
+            from .libraries import LIBRARIES
+
+            timers.append(lambda s=system: LIBRARIES[s](operator, threads)[1])
+            continue
+        lib = tvm.compile(best_module(operator, work_dir, cpu, threads), target=target).mod
+        dev = tvm.cpu()
+        args = [tvm.runtime.tensor(x, dev) for x in operator.random_inputs()]
+        out = tvm.runtime.tensor(np.zeros(operator.output_shape, np.float32), dev)
+        f = lib.time_evaluator("main", dev, number=settings.number, repeat=settings.repeat,
+                               min_repeat_ms=settings.min_repeat_ms)
+        timers.append(lambda f=f, args=args, out=out: statistics.median(f(*args, out).results))
+    times = [[] for _ in entries]
+    for _ in range(rounds):
+        for i, timer in enumerate(timers):
+            times[i].append(timer())
+    return [statistics.median(t) for t in times]
+
+
 def work_dir_for(root, system, layer, seed, isa):
     return os.path.join(root, f"{isa}-{system}-{layer}-seed{seed}")

@@ -9,7 +9,8 @@ import time
 import numpy as np
 
 
-def _time(fn, min_seconds=0.2, repeat=5):
+def _repeats(fn, repeat=5, seconds_each=0.04) -> list:
+    """Seconds per call in each of `repeat` repeats, each calling `fn` for at least `seconds_each`."""
     fn()  # warm-up
     runs = []
     for _ in range(repeat):
@@ -18,10 +19,14 @@ def _time(fn, min_seconds=0.2, repeat=5):
             fn()
             n += 1
             el = time.perf_counter() - t0
-            if el >= min_seconds / repeat:
+            if el >= seconds_each:
                 break
         runs.append(el / n)
-    return statistics.median(runs)
+    return runs
+
+
+def _time(fn, min_seconds=0.2, repeat=5):
+    return statistics.median(_repeats(fn, repeat, min_seconds / repeat))
 
 
 def numpy_matmul(op, threads=1):
@@ -74,3 +79,34 @@ def onnxruntime_conv2d(op, threads=1):
 
 
 LIBRARIES = {"onednn": onednn_conv2d, "onnxruntime": onnxruntime_conv2d, "numpy": numpy_matmul}
+
+
+# --- whole networks (batch of one input, NCHW as the model was exported) ----------------------------------
+
+def _latency_ms(fn, repeat=5, min_seconds=0.2):
+    return [1e3 * t for t in _repeats(fn, repeat, min_seconds)]
+
+
+def onnxruntime_network(model, input_name, x, threads=1):
+    """(output, per-repeat latencies in ms, version) of ONNX Runtime's CPU provider on an onnx.ModelProto."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    run = lambda: sess.run(None, {input_name: x})[0]  # noqa: E731
+    return run(), _latency_ms(run), f"onnxruntime {ort.__version__}"
+
+
+def torch_network(module, x, threads=1):
+    """(output, per-repeat latencies in ms, version) of a torch.nn.Module in inference mode (oneDNN)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    xt = torch.from_numpy(x)
+
+    def run():
+        with torch.inference_mode():
+            return module(xt)
+
+    return run().numpy(), _latency_ms(run), f"torch {torch.__version__}"

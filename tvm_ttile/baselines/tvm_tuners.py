@@ -26,8 +26,34 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     database = open_database(work_dir)
     before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
     space, strategy, cost_model = POLICIES[system](mod)
-    seconds = run_tuner(operator, mod, target, work_dir, database, max(trials - before, 0), space=space,
+    seconds = run_tuner(operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space,
                         strategy=strategy, cost_model=cost_model, seed=seed, settings=settings, threads=threads,
                         trials_per_iter=min(64, max(trials, 1)), progress=progress,
                         label=f"{system} {operator.name or ''}")
     return database, mod, target, seconds
+
+
+def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None, progress=True):
+    """MetaSchedule's whole-network tuning (tune_relax: gradient task scheduler, default policy) of a
+    prepared Relax module with `trials` trials in all, through the same builder and runner as tvm_ttile.
+    Returns (database, tuning seconds); build with network.build_network(mod, database)."""
+    import time
+
+    from ..measure import MeasureSettings, build_module
+    from ..metaschedule import prepare_logging
+    from ..network import fuse
+    from ..tune import add_tuning_seconds, default_runner
+
+    settings = settings or MeasureSettings()
+    target = cpu.target(threads)
+    database = open_database(work_dir)
+    done = len(database.get_all_tuning_records())
+    start = time.time()
+    if trials > done:
+        prepare_logging()
+        ms.relax_integration.tune_relax(
+            fuse(mod, target), None, target, work_dir, max_trials_global=trials - done, num_trials_per_iter=64,
+            builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
+                                            timeout_sec=settings.timeout_sec),
+            runner=default_runner(settings, threads), database=database, seed=seed)
+    return database, add_tuning_seconds(work_dir, time.time() - start)

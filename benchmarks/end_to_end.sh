@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Whole networks (issue #5), 1 thread, this machine: tvm_ttile (50 trials per conv2d/matmul task, 16 per other
+# task), MetaSchedule's tune_relax with as many trials in all, ONNX Runtime and torch, side by side.
+# Reports land in benchmarks/results/end_to_end/<model>.{md,json}; databases in .../work/<model> (resumable).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=benchmarks/results/end_to_end
+mkdir -p "$out"
+for model in ${MODELS:-resnet18 darknet19}; do
+    tvm-ttile tune-model "$model" --trials-per-task "${TRIALS:-50}" --other-trials "${OTHER_TRIALS:-16}" \
+        --metaschedule-trials "${MS_TRIALS:-same}" --threads 1 --work-dir "$out/work/$model"
+    cp "$out/work/$model/report.md" "$out/$model.md"
+    cp "$out/work/$model/report.json" "$out/$model.json"
+done

@@ -1,0 +1,62 @@
+"""AutoMCL: the analytic space (plain Python: factor and pfactor initialisation, Table 2 cache fit, filter) and
+the compute variants of Table 1 with their templates."""
+import pytest
+
+from tvm_ttile.automcl.space import (COMPUTES, CacheModel, build_space, cache_fit, factor_space, factors, keep,
+                                     pfactor_space)
+
+L1 = CacheModel(48 * 1024, 64, 64)  # this machine's L1d, AVX-512 vectors
+
+
+def test_factor_space_is_every_exact_tiling():
+    assert len(factor_space("TMM", 12, 32, 8)) == len(factors(12)) * len(factors(32)) * len(factors(8))
+    two_level = factor_space("DNMM", 8, 4, 2)
+    assert all(8 % (mo * mt) == 0 and 4 % (no * nt) == 0 for mo, mt, no, nt, _ in two_level)
+    assert len(two_level) == 10 * 6 * 2  # ordered 3-part factorisations of 2^3 and 2^2, times d(2)
+
+
+def test_pfactor_spreads_threads_and_keeps_tvm_limits():
+    assert pfactor_space("TMM", 12, 32, 8, threads=1) == sorted(factor_space("TMM", 12, 32, 8))
+    # A prime size gets tiles of ceil(M / p_y): with 2 threads, 9 and 3 for M = 17 (not divisors of 17).
+    tiles = {c[1] for c in pfactor_space("TMM", 17, 16, 4, threads=2)}
+    assert {9, 3} <= tiles and 17 in tiles
+    assert all(17 % c[1] == 0 for c in pfactor_space("LPMM", 17, 16, 4, threads=2))  # M_t | M for LPMM
+    assert all(17 % c[3] == 0 for c in pfactor_space("RPMM", 16, 17, 4, threads=2))  # N_t | N for RPMM
+
+
+@pytest.mark.parametrize("compute", list(COMPUTES))
+def test_cache_fit_grows_with_the_tile_and_filters(compute):
+    assert cache_fit(compute, 4, 64, 32, 16) < cache_fit(compute, 8, 128, 64, 16)
+    assert keep(compute, (1, 4, 1, 16, 16), N=64, cache=L1)
+    assert not keep(compute, (1, 512, 1, 512, 512), N=512, cache=L1)  # far more than 768 lines
+    assert not keep(compute, (1, 4, 1, 8, 16), N=64, cache=L1)  # N_t below one vector
+    space = build_space(compute, 128, 768, 768, L1)
+    assert space["filtered"] == len(space["configs"]) < space["pfactor"] <= space["factor"]
+
+
+def test_unknown_compute_is_named():
+    with pytest.raises(ValueError, match="unknown compute 'XMM'"):
+        cache_fit("XMM", 1, 1, 1, 16)
+
+
+@pytest.mark.parametrize("compute", list(COMPUTES))
+def test_compute_variants_match_numpy(compute, host):
+    """Every compute of Table 1 with its template, on configurations drawn from its filtered space."""
+    import random
+
+    import numpy as np
+    import tvm
+
+    from tvm_ttile.automcl.computes import schedule
+
+    M, N, K = 12, 48, 40
+    rng = np.random.default_rng(0)
+    d, w = rng.standard_normal((M, K), dtype=np.float32), rng.standard_normal((N, K), dtype=np.float32)
+    configs = build_space(compute, M, N, K, CacheModel(8 * 1024, 64, 4 * host.lanes))["configs"]
+    for config in random.Random(1).sample(configs, 3):
+        lib = tvm.compile(schedule(compute, M, N, K, config), target=host.target(1))
+        out = tvm.runtime.tensor(np.zeros((M, N), np.float32))
+        lib(tvm.runtime.tensor(d), tvm.runtime.tensor(w), out)
+        np.testing.assert_allclose(out.numpy(), d @ w.T, rtol=1e-4, atol=1e-4, err_msg=f"{compute} {config}")
+    with pytest.raises(ValueError, match="does not tile"):
+        schedule(compute, M, N, K, (1, 5, 1, 16, 8))

@@ -1,0 +1,116 @@
+"""Whole networks through Relax: model zoo and import, task extraction, tvm_ttile's own network tuning and
+its policy inside MetaSchedule's tune_relax, each build checked against the untuned build."""
+import json
+
+import numpy as np
+import pytest
+
+from kernels import conv_kept, matmul_kept
+
+
+@pytest.fixture
+def small_catalog(monkeypatch):
+    from tvm_ttile.microkernels import family
+
+    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet"])
+def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
+    import onnx
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.models import zoo
+    from tvm_ttile.models.importers import load_model
+
+    onnx.checker.check_model(zoo.to_onnx(name))
+    net = load_model(name)
+    tasks = nw.extract_tasks(nw.prepare(net.mod), host)
+    convs = [t for t in tasks if t.policy == "tvm_ttile"]
+    assert all(t.shape.startswith("conv2d") for t in convs)
+    others = [t for t in tasks if t.policy != "tvm_ttile"]
+    assert all(t.reason for t in others)  # every task left to MetaSchedule says why
+    if name == "resnet18":
+        # 7x7/2 stem (C=3), 3x3 stride 1 and 2, 1x1/2 shortcuts; residual add + ReLU fused into the conv task
+        assert len(convs) == 15 and sum(t.weight for t in convs) == 20
+        assert any("add" in t.name and t.name.count("add") == 2 and "relu" in t.name for t in convs)
+        assert any("c3,r7,s7 stride2" in t.shape for t in convs)
+    if name == "darknet19":
+        assert sum(t.weight for t in convs) == 18
+
+
+def test_torch_and_onnx_forms_share_weights():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    from tvm_ttile.baselines.libraries import onnxruntime_network, torch_network
+    from tvm_ttile.models.importers import load_model
+
+    net = load_model("tiny_resnet")
+    x = np.random.default_rng(1).standard_normal(net.input_shape).astype(np.float32)
+    a, _, _ = onnxruntime_network(net.onnx_model, net.input_name, x)
+    b, _, _ = torch_network(net.torch_module, x)
+    assert isinstance(net.torch_module, torch.nn.Module)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    # The torch frontend path (torch.export -> Relax) gives the same network.
+    from tvm_ttile import network as nw
+
+    via_torch = load_model(net.torch_module, input_shape=net.input_shape)
+    got = nw.run(nw.build_network(nw.prepare(via_torch.mod)), x)
+    np.testing.assert_allclose(got, b, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_path, capsys):
+    from tvm_ttile import cli
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+
+    work = tmp_path / "tiny"
+    args = ["tune-model", "tiny_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
+            "--json"]
+    assert cli.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["correct"] and report["max_abs_error"]["tvm_ttile vs untuned"] <= 1e-3 * report["output_scale"]
+    tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
+    assert len(tuned) == 6 and all(t["trials"] == 2 and t["verified"] and t["gflops"] > 0 for t in tuned)
+    assert all(t["trials"] == 0 and t["notes"] for t in report["tasks"] if t["policy"] != "tvm_ttile")
+    assert report["latency"]["tvm_ttile"]["median_ms"] > 0 and (work / "report.md").exists()
+    # Resumed: the database already holds 2 trials per task, so nothing is measured again.
+    mod = nw.prepare(load_model("tiny_resnet").mod)
+    again = nw.tune_network(mod, work_dir=str(work), trials_per_task=2, other_trials=0, progress=False)
+    assert [t.trials for t in again.tasks if t.policy == "tvm_ttile"] == [2] * 6
+    assert cli.main(["tune-model", str(tmp_path / "missing.onnx")]) == 2
+    assert "missing.onnx" in capsys.readouterr().err
+
+
+def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
+    """A TVM user hands the tvm_ttile search to tune_relax (default space); tasks that are not conv2d/matmul
+    go to MetaSchedule's evolutionary search inside the same plug-in."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.lowering import SCHEME_ANNOTATION
+    from tvm_ttile.measure import build_module
+    from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, prepare_logging
+    from tvm_ttile.models.importers import load_model
+
+    net = load_model("tiny_resnet")
+    mod = nw.prepare(net.mod)
+    target = host.target(1)
+    prepare_logging()
+    n_tasks = len(nw.extract_tasks(mod, host))
+    db = ms.relax_integration.tune_relax(
+        nw.fuse(mod, target), None, target, str(tmp_path), max_trials_global=2 * n_tasks, max_trials_per_task=2,
+        num_trials_per_iter=2, strategy=TTileSearch(seed=0),
+        builder=ms.builder.LocalBuilder(f_build=build_module), cost_model="random", task_scheduler="round-robin")
+    records = db.get_all_tuning_records()
+    ttile = [r for r in records if SCHEME_ANNOTATION in str(r.trace)]
+    assert ttile and len(ttile) < len(records)  # both policies produced records
+    with pytest.raises(Exception, match="post-order-apply"):  # the tvm_ttile space cannot serve other tasks
+        ms.relax_integration.tune_relax(
+            nw.fuse(mod, target), None, target, str(tmp_path / "x"), max_trials_global=2, op_names=["mean"],
+            space=TTileSpaceGenerator(), strategy=TTileSearch(seed=0), cost_model="random")
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    got = nw.run(nw.build_network(mod, db, host), x)
+    ref = nw.run(nw.build_network(mod, None, host), x)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))

@@ -1,0 +1,1 @@
+"""AutoMCL-style matmul schedule selection (issue #6): compute variants, analytic space, learned choice."""

@@ -1,0 +1,138 @@
+"""`tvm-ttile tune-model`: import a network, tune it with tvm_ttile, build it, check it, compare it.
+
+    report = tune_model("resnet18", work_dir="rn18", trials_per_task=50)
+
+Correctness: the tuned network's output is compared with the untuned Relax build (the reference), ONNX
+Runtime and torch on one random input; each must agree within TOLERANCE x max|reference|. Latencies of
+every system are measured in this process, round-robin over ROUNDS rounds, with the same thread count.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from . import cpu as cpu_mod
+from . import network as nw
+from .errors import TTileError
+
+TOLERANCE = 1e-3  # float32 networks summed in different orders
+ROUNDS, REPEATS = 3, 5
+
+
+def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
+               metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False) -> dict:
+    from .baselines import libraries as libs
+    from .models.importers import load_model
+
+    cpu = cpu_mod.detect_host()
+    cpu_mod.check_runs_here(cpu)
+    net = load_model(source, input_shape, seed=seed)
+    work_dir = work_dir or f"tune_{net.name}"
+    mod = nw.prepare(net.mod)
+    start = time.time()
+    tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, progress=progress,
+                            verbose=verbose)
+    wall = time.time() - start
+    x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
+    systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads)}
+    outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
+    outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
+    notes, versions, ms_info = [], {}, None
+    if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
+        metaschedule_trials = sum(t.trials for t in tuned.tasks)
+    if metaschedule_trials:
+        from .baselines.tvm_tuners import tune_network_metaschedule
+
+        db, secs = tune_network_metaschedule(mod, cpu, os.path.join(work_dir, "metaschedule"), metaschedule_trials,
+                                             threads, seed)
+        systems["metaschedule"] = nw.build_network(mod, db, cpu, threads)
+        outputs["metaschedule"] = nw.run(systems["metaschedule"], x)
+        ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
+    timers = {name: (lambda vm=vm: _vm_latencies(vm, x)) for name, vm in systems.items()}
+    for lib in libraries:
+        fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, threads),
+              "torch": lambda: libs.torch_network(net.torch_module, x, threads)}[lib]
+        if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
+            notes.append(f"{lib}: no {lib} form of this model; not compared")
+            continue
+        try:
+            outputs[lib], _, versions[lib] = fn()
+        except ImportError as e:
+            notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
+            continue
+        timers[lib] = lambda fn=fn: fn()[1]
+    latencies = {name: [] for name in timers}
+    for _ in range(ROUNDS):  # round-robin, so that a disturbed moment hits every system alike
+        for name, timer in timers.items():
+            latencies[name] += timer()
+    ref = outputs["untuned"]
+    scale = float(np.max(np.abs(ref))) or 1.0
+    checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
+              for other in outputs if other != "tvm_ttile"}
+    checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
+                   if s not in ("tvm_ttile", "untuned")})
+    peak = tuned.peak_gflops
+    total_flops = sum(t.flops * t.weight for t in tuned.tasks)
+    report = {
+        "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
+        "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
+        "other_trials": other_trials, "seed": seed, "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
+        "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
+        "latency": {name: nw.spread(v) for name, v in latencies.items()}, "versions": versions,
+        "tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks,
+        "correct": all(err <= TOLERANCE * scale for err in checks.values()) and all(t.verified for t in tuned.tasks
+                                                                                   if t.trials),
+        "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M")}
+    for lat in report["latency"].values():
+        lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
+    with open(os.path.join(work_dir, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    with open(os.path.join(work_dir, "report.md"), "w") as f:
+        f.write(format_report(report))
+    return report
+
+
+def _vm_latencies(vm, x):
+    import tvm
+
+    f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=REPEATS, min_repeat_ms=200)
+    return [1e3 * s for s in f(tvm.runtime.tensor(x, tvm.cpu())).results]
+
+
+def format_report(r) -> str:
+    total = sum(t["seconds"] * t["weight"] for t in r["tasks"] if t["trials"])
+    lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
+             f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS", "",
+             f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
+             f"trials per conv2d/matmul task, MetaSchedule {r['other_trials']} per other task; tuning "
+             f"{r['tuning_seconds']:.0f} s ({r['wall_seconds']:.0f} s wall in this run, resumed runs add up).", "",
+             "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | trials | verified |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for t in sorted(r["tasks"], key=lambda t: -(t["seconds"] * t["weight"] if t["trials"] else 0)):
+        share = 100 * t["seconds"] * t["weight"] / total if t["trials"] and total else float("nan")
+        lines.append(f"| {t['name']} | {t['policy']} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
+                     f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | {t['trials']} | "
+                     f"{'yes' if t['verified'] else 'NO'} |")
+    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as timed alone).", "",
+              f"End-to-end latency (ms; {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
+              "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
+    mine = r["latency"]["tvm_ttile"]["median_ms"]
+    for name, lat in r["latency"].items():
+        lines.append(f"| {name} | {lat['median_ms']:.2f} | {lat['iqr_ms']:.2f} | {lat['min_ms']:.2f} | "
+                     f"{lat['max_ms']:.2f} | {lat['percent_of_peak']:.1f} | {lat['median_ms'] / mine:.2f}x |")
+    if r["metaschedule"]:
+        lines += ["", f"MetaSchedule (tune_relax, default policy): {r['metaschedule']['trials']} trials in "
+                      f"{r['metaschedule']['tuning_seconds']:.0f} s."]
+    lines += ["", f"Outputs (max abs difference; tolerance {r['tolerance']:g} x {r['output_scale']:.3g}): " +
+              ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_error"].items()) +
+              (" - all agree." if r["correct"] else " - MISMATCH.")]
+    lines += [f"Note: {n}" for n in r["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def check_report(report) -> None:
+    if not report["correct"]:
+        raise TTileError(f"the tuned network does not match its references: {report['max_abs_error']}")

@@ -1,0 +1,1 @@
+"""Model import (ONNX, PyTorch) and the built-in model zoo."""

@@ -1,0 +1,188 @@
+"""Built-in CNNs with random weights (no downloads), each defined once against a small builder interface and
+emitted as an ONNX model (always) or a torch.nn.Module (when torch is installed) with the same weights.
+
+Batch norm is folded into the convolutions' bias, as inference engines do.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TTileError
+
+
+def resnet18(b, x):
+    """ResNet-18 (He et al. 2016), 224x224 input, 1000 classes."""
+    x = b.conv(x, 64, 7, stride=2, pad=3, act="relu")
+    x = b.maxpool(x, 3, stride=2, pad=1)
+    for stage, k in enumerate((64, 128, 256, 512)):
+        for block in range(2):
+            stride = 2 if stage and not block else 1
+            y = b.conv(x, k, 3, stride=stride, pad=1, act="relu")
+            y = b.conv(y, k, 3, pad=1)
+            skip = b.conv(x, k, 1, stride=stride) if stride != 1 else x
+            x = b.relu(b.add(y, skip))
+    return b.dense(b.global_avgpool(x), 1000)
+
+
+def darknet19(b, x):
+    """The Yolo9000 backbone (Darknet-19's 18 convolutions, layers 0-22 of Yolo9000), leaky ReLU 0.1."""
+    plan = [[32], [64], [128, 64, 128], [256, 128, 256], [512, 256, 512, 256, 512], [1024, 512, 1024, 512, 1024]]
+    for stage, widths in enumerate(plan):
+        if stage:
+            x = b.maxpool(x, 2, stride=2)
+        for i, k in enumerate(widths):
+            x = b.conv(x, k, 1 if i % 2 else 3, pad=0 if i % 2 else 1, act="leaky")
+    return x
+
+
+def tiny_resnet(b, x):
+    """A two-block residual net on 32x32 inputs: seconds to tune, for tests and first tries."""
+    x = b.conv(x, 16, 3, pad=1, act="relu")
+    y = b.conv(b.conv(x, 16, 3, pad=1, act="relu"), 16, 3, pad=1)
+    x = b.relu(b.add(y, x))
+    y = b.conv(b.conv(x, 32, 3, stride=2, pad=1, act="relu"), 32, 3, pad=1)
+    x = b.relu(b.add(y, b.conv(x, 32, 1, stride=2)))
+    return b.dense(b.global_avgpool(x), 10)
+
+
+MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
+          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32))}
+
+
+def get_model(name: str):
+    """(definition, NCHW input shape) of a built-in model."""
+    if name not in MODELS:
+        raise TTileError(f"unknown model {name!r}; built-in models: {', '.join(MODELS)} (or give an .onnx path)")
+    return MODELS[name]
+
+
+class Weights:
+    """Deterministic He-scaled random weights, handed out in the order the definition asks for them."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+
+    def conv(self, k, c, r):
+        w = self.rng.standard_normal((k, c, r, r), dtype=np.float32) * np.float32(np.sqrt(2.0 / (c * r * r)))
+        return w, self.rng.standard_normal(k, dtype=np.float32) * np.float32(0.01)
+
+    def dense(self, n, c):
+        w = self.rng.standard_normal((n, c), dtype=np.float32) * np.float32(np.sqrt(1.0 / c))
+        return w, np.zeros(n, np.float32)
+
+
+class OnnxBuilder:
+    """Emits ONNX nodes (NCHW, opset 13); tensors are (name, channels)."""
+
+    def __init__(self, seed=0):
+        self.weights, self.nodes, self.inits, self.count = Weights(seed), [], [], 0
+
+    def _name(self, kind):
+        self.count += 1
+        return f"{kind}{self.count}"
+
+    def _node(self, op, inputs, channels, **attrs):
+        from onnx import helper
+
+        out = self._name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out, channels
+
+    def _const(self, array):
+        from onnx import numpy_helper
+
+        name = self._name("w")
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def conv(self, x, k, r, stride=1, pad=0, act=None):
+        w, bias = self.weights.conv(k, x[1], r)
+        y = self._node("Conv", [x[0], self._const(w), self._const(bias)], k, kernel_shape=[r, r],
+                       strides=[stride] * 2, pads=[pad] * 4)
+        if act == "relu":
+            return self.relu(y)
+        return self._node("LeakyRelu", [y[0]], k, alpha=0.1) if act == "leaky" else y
+
+    def relu(self, x):
+        return self._node("Relu", [x[0]], x[1])
+
+    def add(self, x, y):
+        return self._node("Add", [x[0], y[0]], x[1])
+
+    def maxpool(self, x, r, stride, pad=0):
+        return self._node("MaxPool", [x[0]], x[1], kernel_shape=[r, r], strides=[stride] * 2, pads=[pad] * 4)
+
+    def global_avgpool(self, x):
+        return self._node("Flatten", [self._node("GlobalAveragePool", [x[0]], x[1])[0]], x[1])
+
+    def dense(self, x, n):
+        w, bias = self.weights.dense(n, x[1])
+        return self._node("Gemm", [x[0], self._const(w), self._const(bias)], n, transB=1)
+
+
+def to_onnx(name: str, seed: int = 0, input_shape=None):
+    """The built-in model as an onnx.ModelProto (IR version 9, which ONNX Runtime 1.31 reads)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    definition, default_shape = get_model(name)
+    shape = tuple(input_shape or default_shape)
+    b = OnnxBuilder(seed)
+    out = definition(b, ("input", shape[1]))
+    graph = helper.make_graph(b.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(out[0], TensorProto.FLOAT, None)], initializer=b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
+    return onnx.shape_inference.infer_shapes(model)  # fills in the output's shape
+
+
+def to_torch(name: str, seed: int = 0):
+    """The built-in model as a torch.nn.Module with the same weights as to_onnx(name, seed)."""
+    import torch
+    import torch.nn.functional as F
+
+    definition, _ = get_model(name)
+
+    class TorchBuilder:
+        def __init__(self, params):
+            self.params, self.i = params, 0
+
+        def _take(self):
+            self.i += 2
+            return self.params[self.i - 2], self.params[self.i - 1]
+
+        def conv(self, x, k, r, stride=1, pad=0, act=None):
+            w, bias = self._take()
+            y = F.conv2d(x, w, bias, stride=stride, padding=pad)
+            return F.relu(y) if act == "relu" else F.leaky_relu(y, 0.1) if act == "leaky" else y
+
+        relu = staticmethod(F.relu)
+
+        def add(self, x, y):
+            return x + y
+
+        def maxpool(self, x, r, stride, pad=0):
+            return F.max_pool2d(x, r, stride, pad)
+
+        def global_avgpool(self, x):
+            return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+        def dense(self, x, n):
+            w, bias = self._take()
+            return F.linear(x, w, bias)
+
+    from onnx import numpy_helper
+
+    b = OnnxBuilder(seed)  # the same random stream as to_onnx: initializers come in definition order
+    definition(b, ("input", 3))
+    arrays = [numpy_helper.to_array(t) for t in b.inits]
+
+    class ZooModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = torch.nn.ParameterList([torch.nn.Parameter(torch.from_numpy(a.copy()), requires_grad=False)
+                                                  for a in arrays])
+
+        def forward(self, x):
+            return definition(TorchBuilder(list(self.weights)), x)
+
+    return ZooModel().eval()

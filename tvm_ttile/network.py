@@ -1,0 +1,206 @@
+"""Whole networks with Relax: extract the tuning tasks, tune them, build with the database.
+
+    net = load_model("resnet18")                       # or an .onnx path, or a torch.nn.Module
+    result = tune_network(net.mod, work_dir="rn18")    # tvm_ttile for conv2d/matmul tasks, MetaSchedule for the rest
+    vm = build_network(net.mod, "rn18")                # tvm.relax.VirtualMachine
+
+Conv2d runs in NHWC with HWIO (= RSCK) weights, the layout the microkernels are made for: `prepare` converts
+the imported (NCHW) module. Tasks are the fused PrimFuncs of Relax's CPU pipeline (conv2d + bias + residual add
++ ReLU is one task); each task's records go to one MetaSchedule JSON database in work_dir, so an interrupted
+run resumes and `build_network` (MetaSchedule's compile_relax) finds every record.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+
+from . import cpu as cpu_mod
+from .measure import MeasureSettings
+from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, ttile_problem
+
+
+def prepare(mod):
+    """The imported Relax module with conv2d in NHWC / HWIO (permutes at the boundaries, folded on weights)."""
+    return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
+
+
+def fuse(mod, target):
+    """The passes compile_relax runs before applying the database, so that task keys match its functions."""
+    seq = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                                    relax.transform.FoldConstant(), relax.transform.FuseOps(),
+                                    relax.transform.FuseTIR()])
+    with target, tvm.transform.PassContext(opt_level=3):
+        return seq(mod)
+
+
+@dataclasses.dataclass
+class Task:
+    name: str
+    weight: int  # calls per inference
+    mod: object  # the task's IRModule (one PrimFunc "main")
+    policy: str  # "tvm_ttile" or "metaschedule"
+    reason: str  # why not tvm_ttile (empty for tvm_ttile tasks)
+    flops: float
+    shape: str
+
+
+def extract_tasks(mod, cpu=None, threads: int = 1) -> list:
+    """The tuning tasks of a prepared Relax module, each with the policy that will tune it."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    cpu = cpu or cpu_mod.detect_host()
+    target = cpu.target(threads)
+    tasks = []
+    for t in ms.relax_integration.extract_tasks(fuse(mod, target), target):
+        task_mod = t.dispatched[0]
+        problem, reason = ttile_problem(task_mod, target)
+        if problem is not None:
+            shape = problem.op + " " + ",".join(f"{d}{e}" for d, e in problem.sizes if e > 1)
+            shape += f" stride{problem.stride}" if problem.stride > 1 else ""
+        else:
+            shape = ",".join("x".join(str(int(x)) for x in a.shape) for a in ArgInfo.from_prim_func(task_mod["main"]))
+        tasks.append(Task(t.task_name, int(t.weight), task_mod, "tvm_ttile" if problem else "metaschedule",
+                          reason or "", float(estimate_tir_flops(task_mod)), shape))
+    return tasks
+
+
+@dataclasses.dataclass
+class TaskResult:
+    name: str
+    policy: str
+    shape: str
+    weight: int
+    flops: float
+    seconds: float  # best run time of one call
+    gflops: float
+    trials: int
+    tuning_seconds: float
+    verified: bool  # the tuned function matches the untuned one on random inputs
+    max_abs_error: float
+    notes: list
+
+
+@dataclasses.dataclass
+class NetworkTuneResult:
+    tasks: list  # TaskResult
+    tuning_seconds: float
+    work_dir: str
+    peak_gflops: float
+    threads: int
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
+                 threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
+                 verbose=False) -> NetworkTuneResult:
+    """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
+    tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
+    MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
+    task's best is checked against the untuned function before it is reported."""
+    from .microkernels.catalog import build_catalog
+    from .tune import TRIAL_LOG, run_tuner
+
+    cpu = cpu or cpu_mod.detect_host()
+    target = cpu.target(threads)
+    database = open_database(work_dir)
+    start = time.time()
+    results = []
+    for i, task in enumerate(extract_tasks(mod, cpu, threads)):
+        budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
+        task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
+        os.makedirs(task_dir, exist_ok=True)
+        before = _records(database, task.mod)
+        if task.policy == "tvm_ttile":
+            problem, _ = ttile_problem(task.mod, target)
+            catalog = build_catalog(cpu, problem.op)
+            space, cost_model = TTileSpaceGenerator(), ms.cost_model.RandomModel()
+            strategy = TTileSearch(seed=seed, kept=catalog.kept, fallback=catalog.ranked(), threads=threads,
+                                   trial_log=os.path.join(task_dir, TRIAL_LOG))
+            per_iter = 10
+        else:
+            space, strategy, cost_model, per_iter = "post-order-apply", "evolutionary", "xgb", min(64, max(budget, 1))
+        tuning = run_tuner(task.flops, task.mod, target, task_dir, database, max(budget - len(before), 0), space,
+                           strategy, cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
+                           progress=progress, verbose=verbose, label=f"{task.policy} {task.name}") if budget else 0.0
+        results.append(_task_result(task, database, target, tuning))
+    return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu)["peak_gflops"] * threads,
+                             threads)
+
+
+def _records(database, mod):
+    return database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
+
+
+def _task_result(task, database, target, tuning_seconds) -> TaskResult:
+    records = _records(database, task.mod)
+    notes = [] if task.policy == "tvm_ttile" else [task.reason]
+    if not records:
+        return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
+                          tuning_seconds, False, float("nan"), notes + ["no record: built with the default schedule"])
+    sch = tvm.s_tir.Schedule(task.mod)
+    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    ok, err = verify_against_untuned(task.mod, sch.mod, target)
+    secs = statistics.median(float(s) for s in records[0].run_secs)
+    return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
+                      len(records), tuning_seconds, ok, err, notes)
+
+
+def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:
+    """Run the untuned and the tuned function on the same random inputs; compare every output buffer."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(seed)
+    infos = ArgInfo.from_prim_func(mod["main"])
+    inputs = [rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype) for a in infos]
+    outs = []
+    for m in (mod, tuned):
+        lib = tvm.compile(m, target=target)
+        args = [tvm.runtime.tensor(x.copy(), tvm.cpu()) for x in inputs]
+        lib(*args)
+        outs.append([a.numpy() for a in args])
+    # Every buffer after the call: the inputs must be untouched, the outputs equal.
+    err = max(float(np.max(np.abs(r - g))) if r.size else 0.0 for r, g in zip(*outs))
+    scale = max(float(np.max(np.abs(r))) if r.size else 0.0 for r in outs[0]) or 1.0
+    return bool(np.isfinite(err) and err <= rtol * scale), err
+
+
+def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1):
+    """Compile the prepared Relax module with the tuning records (MetaSchedule's compile_relax); functions
+    without a record keep the default (unscheduled) lowering. Returns a tvm.relax.VirtualMachine."""
+    cpu = cpu or cpu_mod.detect_host()
+    database = work_dir_or_database
+    if database is None:
+        database = ms.database.MemoryDatabase()
+    elif isinstance(database, (str, os.PathLike)):
+        database = open_database(os.fspath(database))
+    ex = ms.relax_integration.compile_relax(database, mod, cpu.target(threads), None)
+    return relax.VirtualMachine(ex, tvm.cpu())
+
+
+def run(vm, x) -> np.ndarray:
+    out = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    while not hasattr(out, "numpy"):  # a tuple of outputs: the first
+        out = out[0]
+    return out.numpy()
+
+
+def latency(vm, x, repeat: int = 15, min_repeat_ms: int = 200) -> dict:
+    """End-to-end latency in ms: median, min, max and interquartile range over `repeat` repeats."""
+    f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    return spread([1e3 * s for s in f(tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu())).results])
+
+
+def spread(ms_values) -> dict:
+    q = statistics.quantiles(ms_values, n=4) if len(ms_values) > 1 else [ms_values[0]] * 3
+    return {"median_ms": statistics.median(ms_values), "min_ms": min(ms_values), "max_ms": max(ms_values),
+            "iqr_ms": q[2] - q[0], "repeats": len(ms_values)}
