@@ -60,3 +60,60 @@ def test_compute_variants_match_numpy(compute, host):
         np.testing.assert_allclose(out.numpy(), d @ w.T, rtol=1e-4, atol=1e-4, err_msg=f"{compute} {config}")
     with pytest.raises(ValueError, match="does not tile"):
         schedule(compute, M, N, K, (1, 5, 1, 16, 8))
+
+
+def _synthetic_cost(config):
+    """A smooth, known landscape: fastest at M_t = 4, N_t = 64, K_t = 128."""
+    import math
+
+    _, mt, _, nt, kt = config
+    return 1e-3 * (1 + (math.log2(mt) - 2) ** 2 + (math.log2(nt) - 6) ** 2 + 0.5 * (math.log2(kt) - 7) ** 2)
+
+
+@pytest.mark.parametrize("model", ["reg", "random"])
+def test_auto_config_is_reproducible_and_measures_each_config_once(model):
+    from tvm_ttile.automcl.tuner import auto_config
+
+    configs = build_space("RPMM", 64, 256, 512, L1)["configs"]
+    measure = lambda cs: [_synthetic_cost(c) for c in cs]  # noqa: E731
+    a = auto_config("RPMM", configs, measure, trials=40, cache=L1, model=model, seed=3)
+    b = auto_config("RPMM", configs, measure, trials=40, cache=L1, model=model, seed=3)
+    assert a == b and len(a) == 40 and len({c for c, _ in a}) == 40
+
+
+def test_regression_tuner_beats_random_choice_on_a_smooth_landscape():
+    from tvm_ttile.automcl.tuner import auto_config
+
+    configs = build_space("RPMM", 64, 256, 512, L1)["configs"]
+    measure = lambda cs: [_synthetic_cost(c) for c in cs]  # noqa: E731
+    best = {m: [min(s for _, s in auto_config("RPMM", configs, measure, 32, L1, model=m, seed=seed))
+                for seed in range(5)] for m in ("reg", "random")}
+    assert sum(best["reg"]) < sum(best["random"])
+    with pytest.raises(ValueError, match="unknown model"):
+        auto_config("RPMM", configs, measure, 8, L1, model="ga")
+
+
+def test_compute_classifier_learns_a_rule_and_reports_held_out_accuracy():
+    from tvm_ttile.automcl.selection import NAMES, dataset_shapes, select, train_classifier
+
+    shapes, note = dataset_shapes(max_gflop=0.5)
+    assert shapes and "of" in note and all(2 * m * k * n <= 0.5e9 for m, k, n in shapes)
+
+    def gflops(m, k, n):  # a synthetic ground truth: DNMM for small M, RPMM otherwise
+        return {c: (10.0 if c == ("DNMM" if m <= 16 else "RPMM") else 5.0) for c in NAMES}
+
+    result = train_classifier([((m, k, n), gflops(m, k, n)) for m, k, n in shapes])
+    assert result["accuracy"] >= 0.9 and result["relative_gflops"] >= 0.95
+    assert select(result["model"], 4, 512, 512) == "DNMM" and select(result["model"], 512, 512, 512) == "RPMM"
+
+
+def test_tune_automcl_on_a_small_dense_layer(host):
+    from tvm_ttile.automcl.tune import tune_automcl
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.operators import Matmul
+
+    res = tune_automcl(Matmul(M=8, N=64, K=32, dense=True, name="tiny"), host, trials=12)
+    assert res.verified and res.gflops > 0 and res.selected_by.startswith("all computes")
+    assert set(res.per_compute) == set(COMPUTES) and all(v["trials"] == 2 for v in res.per_compute.values())
+    with pytest.raises(TTileError, match="dense"):
+        tune_automcl(Matmul(M=8, N=64, K=32), host, trials=6)

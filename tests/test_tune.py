@@ -158,7 +158,7 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
     monkeypatch.setattr("tvm_ttile.operators.get_layer",
                         lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
-    systems = ["tvm_ttile", "metaschedule", "template-xgb", "template-random", "numpy"]
+    systems = ["tvm_ttile", "metaschedule", "template-xgb", "template-random", "automcl", "numpy"]
     data = compare(["tiny"], systems, budget=4, seeds=2, baseline_seeds=1, out_dir=str(tmp_path), progress=False)
     summ = summary(data)["tiny"]
     assert set(summ) == set(systems)

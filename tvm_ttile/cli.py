@@ -105,6 +105,8 @@ def cmd_tune(args) -> int:
 
     cpu = _cpu(args)
     op = _operator(args)
+    if args.strategy == "automcl":
+        return _tune_automcl(op, cpu, args)
     runner = None
     if args.rpc_tracker:
         host, _, port = args.rpc_tracker.rpartition(":")
@@ -131,12 +133,31 @@ def cmd_tune(args) -> int:
     return 0 if res.verified else 1
 
 
+def _tune_automcl(op, cpu, args) -> int:
+    import dataclasses
+
+    from .automcl.tune import tune_automcl
+
+    res = tune_automcl(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(res), indent=1))
+        return 0 if res.verified else 1
+    print(f"{res.operator}: best {res.gflops:.1f} GFLOPS = {res.percent_of_peak:.1f}% of peak with {res.compute} "
+          f"{res.config} (M_o, M_t, N_o, N_t, K_t); compute chosen by {res.selected_by}")
+    for compute, v in res.per_compute.items():
+        print(f"  {compute:5s} {v['gflops']:7.1f} GFLOPS  {v['trials']:3d} trials of a {v['space']}-configuration space")
+    print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e}); "
+          f"{res.seconds:.0f} s")
+    return 0 if res.verified else 1
+
+
 def cmd_compare(args) -> int:
     from .compare import compare, summary
 
     data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
-                   baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json, command="tvm-ttile " + " ".join(sys.argv[1:]))
+                   baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
+                   command="tvm-ttile " + " ".join(sys.argv[1:]))
     if args.json:
         print(json.dumps(summary(data), indent=1))
     else:
@@ -209,6 +230,8 @@ def make_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
+    p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
+                   help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")

@@ -193,7 +193,7 @@ def _write(data, out_dir):
 
     layers = list(data["results"])
     fig, axes = plt.subplots(len(layers), 2, figsize=(11, 3.2 * len(layers)), squeeze=False)
-    colors = dict(zip(TUNERS, ("tab:green", "tab:blue", "tab:purple", "tab:gray")))
+    colors = dict(zip(TUNERS, ("tab:green", "tab:blue", "tab:purple", "tab:gray", "tab:brown")))
     for row, layer in zip(axes, layers):
         for system, runs in data["results"][layer].items():
             if isinstance(runs, dict) or system not in TUNERS:

@@ -4,7 +4,8 @@
     r = run_system("metaschedule", get_layer("ResNet18-2"), trials=300, seed=0, work_dir="cmp/ms")
 
 Tuners: tvm_ttile, metaschedule, template-xgb, template-random (all through the same MetaSchedule builder,
-runner and measurement settings). Libraries: onednn, onnxruntime (conv2d), numpy (matmul).
+runner and measurement settings), automcl (matmul only, in the dense layout W[N,K] its computes are for;
+same builder and runner). Libraries: onednn, onnxruntime (conv2d), numpy (matmul).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 from ..errors import TTileError
 from ..measure import MeasureSettings
 
-TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random")
+TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "automcl")
 LIBRARY_SYSTEMS = ("onednn", "onnxruntime", "numpy")
 
 
@@ -76,6 +77,8 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
     from ..tune import read_curve, tune, verify
 
     work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
+    if system == "automcl":
+        return _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings)
     if system == "tvm_ttile":
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
                    progress=progress)
@@ -100,11 +103,56 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
                         f"tvm {tvm.__version__}")
 
 
+AUTOMCL_FILE = "automcl.json"
+
+
+def _dense(operator):
+    from ..operators import Matmul
+
+    if not isinstance(operator, Matmul):
+        raise TTileError(f"automcl tunes matmul/dense layers only, not {type(operator).__name__}")
+    return dataclasses.replace(operator, dense=True)
+
+
+def _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings) -> SystemResult:
+    """AutoMCL on the dense form of a matmul; the result is kept in work_dir, so a rerun reuses it."""
+    import json
+
+    from ..automcl.tune import tune_automcl
+
+    path = os.path.join(work_dir, AUTOMCL_FILE)
+    saved = None
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = json.load(f)
+    if saved is None or saved["trials_asked"] != trials:
+        res = tune_automcl(_dense(operator), cpu, trials=trials, seed=seed, settings=settings, threads=threads)
+        saved = dict(dataclasses.asdict(res), trials_asked=trials)
+        os.makedirs(work_dir, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(saved, f)
+    return SystemResult("automcl", operator.name or repr(operator), saved["gflops"], saved["percent_of_peak"],
+                        saved["seconds"], len(saved["curve"]), saved["verified"], saved["max_abs_error"],
+                        _best_so_far(saved["curve"]), threads, "automcl",
+                        [f"best compute {saved['compute']} {tuple(saved['config'])}; computes chosen by "
+                         f"{saved['selected_by']}; dense layout W[N,K]"])
+
+
 def best_module(operator, work_dir, cpu, threads=1):
-    """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule."""
+    """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule (for automcl,
+    of the operator's dense form)."""
     import tvm
 
     from ..metaschedule import open_database
+
+    if os.path.exists(os.path.join(work_dir, AUTOMCL_FILE)):
+        import json
+
+        from ..automcl.computes import schedule
+
+        with open(os.path.join(work_dir, AUTOMCL_FILE)) as f:
+            saved = json.load(f)
+        return schedule(saved["compute"], operator.M, operator.N, operator.K, tuple(saved["config"]))
 
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
@@ -132,7 +180,8 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
             continue
         lib = tvm.compile(best_module(operator, work_dir, cpu, threads), target=target).mod
         dev = tvm.cpu()
-        args = [tvm.runtime.tensor(x, dev) for x in operator.random_inputs()]
+        op = _dense(operator) if system == "automcl" else operator
+        args = [tvm.runtime.tensor(x, dev) for x in op.random_inputs()]
         out = tvm.runtime.tensor(np.zeros(operator.output_shape, np.float32), dev)
         f = lib.time_evaluator("main", dev, number=settings.number, repeat=settings.repeat,
                                min_repeat_ms=settings.min_repeat_ms)

@@ -1,0 +1,66 @@
+"""Learned choice of the compute per shape (AutoMCL section 3): a dataset of shapes measured with every
+compute variant, and an XGBoost classifier from (M, K, N) to the fastest compute.
+
+The paper's dataset: every dimension in {1, 8, 16, 64, 256, 1024, 4096} (343 shapes, 5 extremes removed)
+plus 120 random shapes in 1..4096. `dataset_shapes` keeps that design with a FLOP cap, so that measuring
+every compute on every shape fits one machine's time budget; it says how many it dropped.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+from .space import COMPUTES
+
+PAPER_SIZES = (1, 8, 16, 64, 256, 1024, 4096)
+NAMES = list(COMPUTES)
+
+
+def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0) -> tuple:
+    """(shapes [(M, K, N)], note): the paper's grid and random shapes, without those above `max_gflop`."""
+    grid = list(itertools.product(PAPER_SIZES, repeat=3))
+    rng = random.Random(seed)
+    rand = [tuple(rng.randint(1, 4096) for _ in range(3)) for _ in range(extra)]
+    shapes = [s for s in grid + rand if 2 * math.prod(s) / 1e9 <= max_gflop and max(s) > 1]
+    note = (f"{len(shapes)} of {len(grid) + len(rand)} shapes ({len(grid)} grid + {len(rand)} random) at most "
+            f"{max_gflop} GFLOP each")
+    return shapes, note
+
+
+def shape_features(M: int, K: int, N: int) -> list:
+    return [math.log2(M), math.log2(K), math.log2(N), math.log2(M * N), math.log2(M * K * N)]
+
+
+def train_classifier(records, holdout: float = 0.25, seed: int = 0) -> dict:
+    """records: [((M, K, N), {compute: best GFLOPS})]. Returns the model, held-out accuracy (exact), and the
+    held-out mean of (GFLOPS of the chosen compute / GFLOPS of the best one)."""
+    import numpy as np
+    import xgboost
+
+    rng = random.Random(seed)
+    order = list(range(len(records)))
+    rng.shuffle(order)
+    n_test = max(1, int(holdout * len(records)))
+    test, train = [records[i] for i in order[:n_test]], [records[i] for i in order[n_test:]]
+
+    def xy(rows):
+        x = np.array([shape_features(*shape) for shape, _ in rows])
+        y = np.array([NAMES.index(max(g, key=g.get)) for _, g in rows])
+        return x, y
+
+    x, y = xy(train)
+    model = xgboost.train({"objective": "multi:softmax", "num_class": len(NAMES), "max_depth": 4, "eta": 0.3,
+                           "seed": seed, "nthread": 1}, xgboost.DMatrix(x, label=y), num_boost_round=60)
+    tx, ty = xy(test)
+    pred = model.predict(xgboost.DMatrix(tx)).astype(int)
+    quality = [g[NAMES[p]] / max(g.values()) for p, (_, g) in zip(pred, test)]
+    return {"model": model, "accuracy": float(np.mean(pred == ty)), "relative_gflops": float(np.mean(quality)),
+            "train": len(train), "test": len(test)}
+
+
+def select(model, M: int, K: int, N: int) -> str:
+    import numpy as np
+    import xgboost
+
+    return NAMES[int(model.predict(xgboost.DMatrix(np.array([shape_features(M, K, N)])))[0])]

@@ -1,0 +1,85 @@
+"""Tune a dense layer AutoMCL's way: analytic space per compute, AutoConfig (REG) within it, and either the
+classifier's choice of compute or, without a trained classifier, every compute with an equal share of the
+trials (reported). The best kernel is checked against numpy before its time is reported."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from ..errors import TTileError
+from ..measure import MeasureSettings
+from .computes import schedule
+from .space import COMPUTES, CacheModel, build_space
+from .tuner import auto_config, measure_configs
+
+
+@dataclasses.dataclass
+class AutoMCLResult:
+    operator: str
+    compute: str  # the compute of the best kernel
+    config: tuple
+    gflops: float
+    percent_of_peak: float
+    per_compute: dict  # compute -> {"gflops", "trials", "space"} for every compute tried
+    selected_by: str  # "classifier" or "all computes (no classifier)"
+    seconds: float
+    verified: bool
+    max_abs_error: float
+    curve: list = dataclasses.field(default_factory=list)  # [(trial, tuning seconds, GFLOPS or None)]
+
+
+def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier=None, model: str = "reg",
+                 settings: MeasureSettings = MeasureSettings(), threads: int = 1) -> AutoMCLResult:
+    from .. import cpu as cpu_mod
+
+    if not getattr(op, "dense", False):
+        raise TTileError("AutoMCL's computes are for dense layers (weights W[N,K]): use a dense matmul (--dense)")
+    cpu = cpu or cpu_mod.detect_host()
+    cache, target = CacheModel.of(cpu), cpu.target(threads)
+    M, N, K = op.M, op.N, op.K
+    if classifier is not None:
+        from .selection import select
+
+        computes, how = [select(classifier, M, K, N)], "classifier"
+    else:
+        computes, how = list(COMPUTES), "all computes (no classifier)"
+    start, per, best, curve = time.time(), {}, None, []
+    for compute in computes:
+        space = build_space(compute, M, N, K, cache, threads)["configs"]
+        if not space:
+            per[compute] = {"gflops": 0.0, "trials": 0, "space": 0}
+            continue
+        timed = measure_configs(compute, M, N, K, target, settings)
+
+        def measure(configs, timed=timed):
+            secs = timed(configs)
+            for t in secs:
+                curve.append((len(curve) + 1, time.time() - start, op.flops / t / 1e9 if t else None))
+            return secs
+
+        runs = auto_config(compute, space, measure, max(1, trials // len(computes)), cache, model=model, seed=seed)
+        ok = [(c, s) for c, s in runs if s]
+        g = op.flops / min(s for _, s in ok) / 1e9 if ok else 0.0
+        per[compute] = {"gflops": g, "trials": len(runs), "space": len(space)}
+        if ok and (best is None or g > best[2]):
+            best = (compute, min(ok, key=lambda r: r[1])[0], g)
+    if best is None:
+        raise TTileError(f"no AutoMCL configuration of {op} built and ran")
+    compute, config, g = best
+    ok, err = _verify(op, schedule(compute, M, N, K, config), target)
+    peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
+    return AutoMCLResult(op.name or repr(op), compute, config, g, 100 * g / peak, per, how, time.time() - start,
+                         ok, err, curve)
+
+
+def _verify(op, mod, target):
+    import tvm
+
+    a, w = op.random_inputs()
+    out = tvm.runtime.tensor(np.zeros((op.M, op.N), np.float32))
+    tvm.compile(mod, target=target)(tvm.runtime.tensor(a), tvm.runtime.tensor(w), out)
+    ref = op.reference(a, w)
+    err = float(np.max(np.abs(out.numpy() - ref)))
+    return bool(err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)), err
