@@ -1,0 +1,110 @@
+"""AutoMCL's learned compute selection on this machine (issue #6): measure every compute variant on a
+dataset of shapes (the paper's design, FLOP-capped to fit the time budget), train the XGBoost classifier,
+report its held-out accuracy; and the REG tuner against random choice on the benchmark shapes.
+
+    python benchmarks/automcl_selection.py [--max-gflop 0.05] [--trials 6]
+        -> benchmarks/results/automcl_selection.{md,json}   (the dataset is resumable: work/automcl_dataset.json)
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+from tvm_ttile.automcl.selection import NAMES, dataset_shapes, train_classifier
+from tvm_ttile.automcl.space import CacheModel, build_space
+from tvm_ttile.automcl.tuner import auto_config, measure_configs
+from tvm_ttile.cpu import detect_host, peak
+from tvm_ttile.measure import MeasureSettings
+from tvm_ttile.operators import matmul_shapes
+
+HERE = os.path.dirname(__file__)
+SETTINGS = MeasureSettings(number=1, repeat=3, min_repeat_ms=5)
+
+
+def best_gflops(compute, M, K, N, cache, target, trials, model="reg", seed=0):
+    space = build_space(compute, M, N, K, cache)["configs"]
+    if not space:
+        return 0.0
+    runs = auto_config(compute, space, measure_configs(compute, M, N, K, target, SETTINGS), trials, cache,
+                       model=model, seed=seed)
+    secs = [s for _, s in runs if s]
+    return 2 * M * N * K / min(secs) / 1e9 if secs else 0.0
+
+
+def dataset_gflops(M, K, N, cache, target, trials, seed=0):
+    """Best GFLOPS of each compute over `trials` random configurations of its filtered space, all built and
+    timed in one batch (one builder pool per shape)."""
+    import random
+
+    from tvm_ttile.automcl.computes import schedule
+    from tvm_ttile.measure import measure_modules
+
+    picks = []
+    for c in NAMES:
+        space = build_space(c, M, N, K, cache)["configs"]
+        picks += [(c, cfg) for cfg in random.Random(seed).sample(space, min(trials, len(space)))]
+    res = measure_modules([schedule(c, M, N, K, cfg) for c, cfg in picks], target, SETTINGS)
+    out = {c: 0.0 for c in NAMES}
+    for (c, _), r in zip(picks, res):
+        if r.median:
+            out[c] = max(out[c], 2 * M * N * K / r.median / 1e9)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-gflop", type=float, default=0.05)
+    ap.add_argument("--trials", type=int, default=6, help="random configurations per compute and shape")
+    ap.add_argument("--limit", type=int, help="measure only the first N dataset shapes (a smoke run)")
+    ap.add_argument("--reg-shapes", type=int, default=4, help="benchmark shapes for REG vs random")
+    args = ap.parse_args()
+    cpu = detect_host()
+    cache, target = CacheModel.of(cpu), cpu.target(1)
+    shapes, note = dataset_shapes(args.max_gflop)
+    if args.limit:
+        shapes, note = shapes[:args.limit], note + f", of which the first {args.limit} measured"
+    path = os.path.join(HERE, "work", "automcl_dataset.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+    for i, (m, k, n) in enumerate(shapes):
+        key = f"{m}x{k}x{n}"
+        if key not in data:
+            data[key] = dataset_gflops(m, k, n, cache, target, args.trials)
+            with open(path, "w") as f:  # after every shape: an interrupted run keeps what it measured
+                json.dump(data, f)
+        print(f"[{i + 1}/{len(shapes)}] {key}: best {max(data[key], key=data[key].get)}", flush=True)
+    records = [(tuple(int(v) for v in key.split("x")), g) for key, g in data.items()]
+    clf = train_classifier(records)
+    wins = {c: sum(1 for _, g in records if max(g, key=g.get) == c) for c in NAMES}
+    reg_vs_random = {}
+    for name, op in list(matmul_shapes().items())[:args.reg_shapes]:  # REG against random choice, same trials, 3 seeds
+        reg_vs_random[name] = {m: statistics.median(best_gflops("RPMM", op.M, op.K, op.N, cache, target, 16, m, s)
+                                                    for s in range(3)) for m in ("reg", "random")}
+    out = {"dataset": note, "trials_per_compute": args.trials, "peak_gflops": peak(cpu)["peak_gflops"],
+           "wins": wins, "accuracy": clf["accuracy"], "relative_gflops": clf["relative_gflops"],
+           "train": clf["train"], "test": clf["test"], "reg_vs_random": reg_vs_random}
+    with open(os.path.join(HERE, "results", "automcl_selection.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    lines = ["# AutoMCL: learned compute selection", "",
+             f"Command: `python benchmarks/automcl_selection.py {' '.join(sys.argv[1:])}`; "
+             f"{cpu.name}, 1 thread, peak {out['peak_gflops']:.1f} GFLOPS.", "",
+             f"Dataset: {note}; label = the compute whose best of {args.trials} random configurations "
+             "(from its filtered space) is fastest.", "",
+             f"Fastest compute per shape: {wins}.", "",
+             f"XGBoost classifier (log M, K, N): held-out accuracy **{100 * clf['accuracy']:.1f}%** on {clf['test']} "
+             f"shapes (trained on {clf['train']}); the chosen compute reaches {100 * clf['relative_gflops']:.1f}% "
+             "of the best compute's GFLOPS on average.", "",
+             "REG vs random choice (RPMM, 16 trials, median of 3 seeds, GFLOPS):", "",
+             "| shape | REG | random |", "|---|---:|---:|"]
+    lines += [f"| {k} | {v['reg']:.1f} | {v['random']:.1f} |" for k, v in reg_vs_random.items()]
+    with open(os.path.join(HERE, "results", "automcl_selection.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
