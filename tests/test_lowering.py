@@ -70,7 +70,10 @@ def test_paper_example_lowers_and_runs(host):
     assert lowered.intrinsics[0].startswith("ttile_tail~")
 
 
-def test_fused_bias_relu_epilogue_stays_fused(host):
+@pytest.mark.parametrize("act", ["relu", "leaky"])
+def test_fused_bias_activation_epilogue_stays_fused(host, act):
+    """bias add -> ReLU (a chain) and bias add -> max(x, 0.1 x) (a DAG, as Relax makes leaky ReLU) both end as
+    one block inside the tile loops."""
     from tvm import te
 
     lanes = host.lanes
@@ -78,17 +81,21 @@ def test_fused_bias_relu_epilogue_stays_fused(host):
     inp, wgt, out = conv.te(lanes)
     bias = te.placeholder((conv.K,), name="bias")
     add = te.compute(out.shape, lambda n, h, w, k: out[n, h, w, k] + bias[k], name="T_add")
-    relu = te.compute(out.shape, lambda *i: te.max(add(*i), 0.0), name="relu")
+    if act == "relu":
+        relu = te.compute(out.shape, lambda *i: te.max(add(*i), 0.0), name="relu")
+    else:
+        scaled = te.compute(out.shape, lambda *i: add(*i) * 0.1, name="scaled")
+        relu = te.compute(out.shape, lambda *i: te.max(add(*i), scaled(*i)), name="relu")
     func = te.create_prim_func([inp, wgt, bias, relu])
     problem = problem_of(func, host.isa.name, lanes)
     scheme = Scheme.parse("[T(2,h),T(8,w),T(3,r),T(3,s),T(8,c),U(4,h),U(2,k),V(k)]")
     lowered = lower(problem, scheme, func)
     assert lowered.notes == []
     text = lowered.sch.mod.script()
-    add_line = next(line for line in text.splitlines() if 'sblock("T_add")' in line)
+    add_line = next(line for line in text.splitlines() if 'sblock("relu")' in line)
     conv_line = next(line for line in text.splitlines() if 'sblock("conv2d_nhwc_init")' in line)
-    assert 'sblock("relu"' not in text  # inlined into T_add
-    assert len(add_line) - len(add_line.lstrip()) > 16  # T_add sits inside the tile loops, not at the root
+    assert 'sblock("T_add"' not in text and 'sblock("scaled"' not in text  # inlined into the last stage
+    assert len(add_line) - len(add_line.lstrip()) > 16  # which sits inside the tile loops, not at the root
     assert len(conv_line) - len(conv_line.lstrip()) > 16
     lib = tvm.compile(lowered.sch.mod, target=host.target())
     x, w = conv.random_inputs()
@@ -96,7 +103,9 @@ def test_fused_bias_relu_epilogue_stays_fused(host):
     dev = tvm.cpu()
     res = tvm.runtime.tensor(np.zeros((1, 8, 8, conv.K), np.float32), dev)
     lib(*(tvm.runtime.tensor(v, dev) for v in (x, w, b)), res)
-    np.testing.assert_allclose(res.numpy(), np.maximum(conv.reference(x, w) + b, 0), rtol=1e-4, atol=1e-4)
+    ref = conv.reference(x, w) + b
+    ref = np.maximum(ref, 0 if act == "relu" else 0.1 * ref)
+    np.testing.assert_allclose(res.numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_problem_of_reads_strides_and_rejects_unpadded(host):

@@ -4,7 +4,9 @@
 
 Without an argument it writes the built-in ResNet-18 (random weights) to resnet18.onnx and uses that file,
 so the ONNX path is the one a user with their own model takes. Single thread; about 15 minutes for tvm_ttile
-and as long again for MetaSchedule here (fewer trials: set TRIALS, e.g. TRIALS=10, for a first try).
+and as long again for MetaSchedule here. For a first try, fewer trials (TRIALS=10 per conv2d/matmul task,
+OTHER_TRIALS=4 per other task) or a small model: `python -c "import onnx; from tvm_ttile.models import zoo;
+onnx.save(zoo.to_onnx('tiny_resnet'), 'tiny.onnx')"` then `python tutorials/03_tune_onnx_model.py tiny.onnx`.
 """
 import os
 import sys
@@ -19,6 +21,7 @@ from tvm_ttile.models import zoo
 from tvm_ttile.models.importers import load_model
 
 trials = int(os.environ.get("TRIALS", 50))
+other_trials = int(os.environ.get("OTHER_TRIALS", 16))
 path = sys.argv[1] if len(sys.argv) > 1 else "resnet18.onnx"
 if not os.path.exists(path):
     onnx.save(zoo.to_onnx("resnet18"), path)
@@ -31,7 +34,8 @@ for task in nw.extract_tasks(mod, host):
     print(f"{task.name:34s} x{task.weight}  {task.policy:12s} {task.shape}")
 
 # 2. Tune: tvm_ttile for conv2d/matmul tasks, MetaSchedule's default for the rest; one database in work_dir.
-result = nw.tune_network(mod, host, work_dir="tutorial_work/net_ttile", trials_per_task=trials, other_trials=16)
+result = nw.tune_network(mod, host, work_dir="tutorial_work/net_ttile", trials_per_task=trials,
+                         other_trials=other_trials)
 total_trials = sum(t.trials for t in result.tasks)
 print(f"tvm_ttile: {total_trials} trials, {result.tuning_seconds:.0f} s; every task verified: "
       f"{all(t.verified for t in result.tasks if t.trials)}")

@@ -284,8 +284,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
     # after it hoists the region's unit loops).
     init_loop = next((split[d][i] for d, i in implicit + order if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
-    notes = _epilogue(sch, sch.get_consumers(block), [split[d][i] for d, i in implicit + order], red_dims,
-                      implicit + order)
+    notes = _epilogue(sch, block, [split[d][i] for d, i in implicit + order], red_dims, implicit + order)
     intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
     if threads > 1:
         notes += _parallel(sch, [split[d][i] for d, i in implicit + order], implicit + order, red_dims)
@@ -312,24 +311,26 @@ def _spatial_prefix(outer_loops, keys, red_dims):
     return prefix
 
 
-def _epilogue(sch, consumers, outer_loops, red_dims, keys) -> list:
-    """Keep elementwise consumers (bias, ReLU, unpadding) fused at the innermost all-spatial loop."""
+def _epilogue(sch, block, outer_loops, red_dims, keys) -> list:
+    """Keep elementwise consumers (bias, residual add, ReLU, leaky ReLU = max(x, a*x), unpadding) fused at the
+    innermost all-spatial loop: intermediate stages are inlined into their consumers until only the last
+    ones read the operator's block, and those move into the loop."""
     notes = []
+    while True:
+        pending = [c for c in sch.get_consumers(block) if sch.get_consumers(c)]
+        if not pending:
+            break
+        try:
+            sch.compute_inline(pending[0])
+        except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
+            notes.append(f"consumer {sch.get(pending[0]).name_hint} not inlined: {str(e).splitlines()[0]}")
+            break
     prefix = _spatial_prefix(outer_loops, keys, red_dims)
-    for consumer in consumers:
-        laters = list(sch.get_consumers(consumer))
-        while laters:  # a chain such as bias add -> residual add -> ReLU becomes one block
-            later = laters.pop(0)
-            try:
-                sch.reverse_compute_inline(later)
-                laters = list(sch.get_consumers(consumer))
-            except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
-                notes.append(f"consumer {sch.get(later).name_hint} not inlined: {str(e).splitlines()[0]}")
-        if prefix:
-            try:
-                sch.reverse_compute_at(consumer, prefix[-1])
-            except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
-                notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
+    for consumer in sch.get_consumers(block) if prefix else []:
+        try:
+            sch.reverse_compute_at(consumer, prefix[-1])
+        except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
+            notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
     return notes
 
 

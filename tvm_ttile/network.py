@@ -26,8 +26,25 @@ from .measure import MeasureSettings
 from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, ttile_problem
 
 
+@relax.expr_functor.mutator
+class _LeakyReluToMaximum(relax.PyExprMutator):
+    """leaky_relu(x) = max(x, alpha x): ConvertLayout has no layout rule for nn.leakyrelu and would wrap every
+    one in NHWC <-> NCHW transposes, splitting it from its convolution; maximum and multiply follow NHWC."""
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.nn.leakyrelu":
+            x = call.args[0]
+            return relax.op.maximum(x, relax.op.multiply(x, relax.const(float(call.attrs.alpha), "float32")))
+        return call
+
+
 def prepare(mod):
     """The imported Relax module with conv2d in NHWC / HWIO (permutes at the boundaries, folded on weights)."""
+    mod = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = _LeakyReluToMaximum().visit_expr(func)
     return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
 
 

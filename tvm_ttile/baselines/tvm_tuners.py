@@ -51,8 +51,13 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     start = time.time()
     if trials > done:
         prepare_logging()
+        fused = fuse(mod, target)
+        # MetaSchedule's default of 64 trials per task iteration would leave tasks untuned (and unscheduled)
+        # when the budget is below 64 per task: share it so that every task gets at least one iteration.
+        n_tasks = len(ms.relax_integration.extract_tasks(fused, target))
+        per_iter = min(64, max(8, trials // max(n_tasks, 1)))
         ms.relax_integration.tune_relax(
-            fuse(mod, target), None, target, work_dir, max_trials_global=trials - done, num_trials_per_iter=64,
+            fused, None, target, work_dir, max_trials_global=trials - done, num_trials_per_iter=per_iter,
             builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
                                             timeout_sec=settings.timeout_sec),
             runner=default_runner(settings, threads), database=database, seed=seed)
