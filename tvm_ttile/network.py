@@ -12,6 +12,7 @@ run resumes and `build_network` (MetaSchedule's compile_relax) finds every recor
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
 import time
@@ -137,6 +138,11 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         os.makedirs(task_dir, exist_ok=True)
         before = _records(database, task.mod)
+        asked_file = os.path.join(task_dir, "asked.json")
+        asked = 0
+        if os.path.exists(asked_file):
+            with open(asked_file) as f:
+                asked = json.load(f)["trials"]
         if task.policy == "tvm_ttile":
             problem, _ = ttile_problem(task.mod, target)
             catalog = build_catalog(cpu, problem.op)
@@ -146,9 +152,14 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             per_iter = 10
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", "evolutionary", "xgb", min(64, max(budget, 1))
-        tuning = run_tuner(task.flops, task.mod, target, task_dir, database, max(budget - len(before), 0), space,
-                           strategy, cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
-                           progress=progress, verbose=verbose, label=f"{task.policy} {task.name}") if budget else 0.0
+        # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
+        # whose candidates partly failed, is not searched again on every resume.
+        todo = 0 if asked >= budget else max(budget - len(before), 0)
+        tuning = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy, cost_model,
+                           seed, settings, threads=threads, trials_per_iter=per_iter, progress=progress,
+                           verbose=verbose, label=f"{task.policy} {task.name}") if budget else 0.0
+        with open(asked_file, "w") as f:
+            json.dump({"trials": max(asked, budget)}, f)
         results.append(_task_result(task, database, target, tuning))
     return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu)["peak_gflops"] * threads,
                              threads)

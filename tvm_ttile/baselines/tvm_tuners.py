@@ -37,6 +37,8 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     """MetaSchedule's whole-network tuning (tune_relax: gradient task scheduler, default policy) of a
     prepared Relax module with `trials` trials in all, through the same builder and runner as tvm_ttile.
     Returns (database, tuning seconds); build with network.build_network(mod, database)."""
+    import json
+    import os
     import time
 
     from ..measure import MeasureSettings, build_module
@@ -48,6 +50,10 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     target = cpu.target(threads)
     database = open_database(work_dir)
     done = len(database.get_all_tuning_records())
+    asked_file = os.path.join(work_dir, "asked.json")  # a finished run's budget: failed trials are not redone
+    if os.path.exists(asked_file):
+        with open(asked_file) as f:
+            done = max(done, json.load(f)["trials"])
     start = time.time()
     if trials > done:
         prepare_logging()
@@ -61,4 +67,6 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
             builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
                                             timeout_sec=settings.timeout_sec),
             runner=default_runner(settings, threads), database=database, seed=seed)
+        with open(asked_file, "w") as f:
+            json.dump({"trials": trials}, f)
     return database, add_tuning_seconds(work_dir, time.time() - start)
