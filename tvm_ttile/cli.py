@@ -121,6 +121,9 @@ def cmd_tune(args) -> int:
         return 0 if res.verified else 1
     print(f"{res.operator}: best {res.gflops:.1f} GFLOPS = {res.percent_of_peak:.1f}% of the {res.peak_gflops:.0f} "
           f"GFLOPS peak ({res.threads} thread{'s' if res.threads > 1 else ''})")
+    if res.percent_of_peak > 110:  # a peak cached while the machine was busy reads low: say so
+        print(f"warning: {res.percent_of_peak:.0f}% of peak: the cached peak ({res.peak_gflops:.0f} GFLOPS) was probably "
+              "measured under load; re-measure it with `tvm-ttile peak --rebuild` on a quiet machine")
     print(f"scheme   {res.scheme}")
     print(f"trials   {res.trials} in the database ({res.new_trials} new), {res.seconds:.0f} s wall time")
     print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e})")
