@@ -14,7 +14,7 @@ from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
 from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
-from tvm_ttile.metaschedule import open_database
+from tvm_ttile.metaschedule import best_schedule, open_database
 from tvm_ttile.models.importers import load_model
 
 
@@ -25,12 +25,10 @@ def main(model, work_dir, input_shape=None):
     db = open_database(work_dir)
     rows, hot_total, cold_total = [], 0.0, 0.0
     for task in nw.extract_tasks(mod, host):
-        recs = db.get_top_k(db.commit_workload(task.mod), 1)
-        if not recs:
+        best = best_schedule(db, task.mod)
+        if best is None:
             continue
-        sch = tvm.s_tir.Schedule(task.mod)
-        recs[0].trace.apply_to_schedule(sch, remove_postproc=False)
-        lib = tvm.compile(sch.mod, target=target).mod
+        lib = tvm.compile(best[0].mod, target=target).mod
         rng = np.random.default_rng(0)
         args = [tvm.runtime.tensor(rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype))
                 for a in ArgInfo.from_prim_func(task.mod["main"])]

@@ -193,6 +193,18 @@ def register_intrinsics_in(work_dir: str) -> list:
     return sorted(names)
 
 
+def best_schedule(database, mod):
+    """(Schedule, record) of the fastest measured record of `mod` in `database`, or None when it has none."""
+    if not database.has_workload(mod):
+        return None
+    records = database.get_top_k(database.commit_workload(mod), 1)
+    if not records:
+        return None
+    sch = tvm.s_tir.Schedule(mod)
+    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch, records[0]
+
+
 def open_database(work_dir: str):
     """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
     os.makedirs(work_dir, exist_ok=True)

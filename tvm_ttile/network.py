@@ -24,7 +24,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
 from .measure import MeasureSettings
-from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, ttile_problem
+from .metaschedule import TTileSearch, TTileSpaceGenerator, best_schedule, open_database, ttile_problem
 
 
 @relax.expr_functor.mutator
@@ -170,17 +170,16 @@ def _records(database, mod):
 
 
 def _task_result(task, database, target, tuning_seconds) -> TaskResult:
-    records = _records(database, task.mod)
+    best = best_schedule(database, task.mod)
     notes = [] if task.policy == "tvm_ttile" else [task.reason]
-    if not records:
+    if best is None:
         return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
                           tuning_seconds, False, float("nan"), notes + ["no record: built with the default schedule"])
-    sch = tvm.s_tir.Schedule(task.mod)
-    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
-    secs = statistics.median(float(s) for s in records[0].run_secs)
+    secs = statistics.median(float(s) for s in record.run_secs)
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
-                      len(records), tuning_seconds, ok, err, notes)
+                      len(_records(database, task.mod)), tuning_seconds, ok, err, notes)
 
 
 def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:

@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import numpy as np
-
 from ..errors import TTileError
 from ..measure import MeasureSettings
+from ..tune import verify
 from .computes import schedule
 from .space import COMPUTES, CacheModel, build_space
 from .tuner import auto_config, measure_configs
@@ -68,18 +67,8 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier=None,
     if best is None:
         raise TTileError(f"no AutoMCL configuration of {op} built and ran")
     compute, config, g = best
-    ok, err = _verify(op, schedule(compute, M, N, K, config), target)
+    ok, err = verify(op, schedule(compute, M, N, K, config), target)
     peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
     return AutoMCLResult(op.name or repr(op), compute, config, g, 100 * g / peak, per, how, time.time() - start,
                          ok, err, curve)
 
-
-def _verify(op, mod, target):
-    import tvm
-
-    a, w = op.random_inputs()
-    out = tvm.runtime.tensor(np.zeros((op.M, op.N), np.float32))
-    tvm.compile(mod, target=target)(tvm.runtime.tensor(a), tvm.runtime.tensor(w), out)
-    ref = op.reference(a, w)
-    err = float(np.max(np.abs(out.numpy() - ref)))
-    return bool(err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)), err

@@ -87,17 +87,17 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
                             res.lowering_notes)
     import tvm
 
+    from ..metaschedule import best_schedule
     from .tvm_tuners import tune_tvm_baseline
 
     db, mod, target, seconds = tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads,
                                                  progress)
-    records = db.get_top_k(db.commit_workload(mod), 1)
-    if not records:
+    best = best_schedule(db, mod)
+    if best is None:
         raise TTileError(f"{system} measured no valid candidate for {name}")
-    sch = tvm.s_tir.Schedule(mod)
-    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    sch, record = best
     ok, err = verify(operator, sch.mod, target)
-    g = operator.flops / statistics.median(float(s) for s in records[0].run_secs) / 1e9
+    g = operator.flops / statistics.median(float(s) for s in record.run_secs) / 1e9
     curve = read_curve(work_dir)
     return SystemResult(system, name, g, 100 * g / peak, seconds, len(curve), ok, err, _best_so_far(curve), threads,
                         f"tvm {tvm.__version__}")
@@ -143,7 +143,7 @@ def best_module(operator, work_dir, cpu, threads=1):
     of the operator's dense form)."""
     import tvm
 
-    from ..metaschedule import open_database
+    from ..metaschedule import best_schedule, open_database
 
     if os.path.exists(os.path.join(work_dir, AUTOMCL_FILE)):
         import json
@@ -154,14 +154,10 @@ def best_module(operator, work_dir, cpu, threads=1):
             saved = json.load(f)
         return schedule(saved["compute"], operator.M, operator.N, operator.K, tuple(saved["config"]))
 
-    mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
-    database = open_database(work_dir)
-    records = database.get_top_k(database.commit_workload(mod), 1) if database.has_workload(mod) else []
-    if not records:
+    best = best_schedule(open_database(work_dir), tvm.IRModule({"main": operator.prim_func(cpu.lanes)}))
+    if best is None:
         raise TTileError(f"no measured candidate for {operator.name or operator!r} in {work_dir}")
-    sch = tvm.s_tir.Schedule(mod)
-    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch.mod
+    return best[0].mod
 
 
 def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSettings = MeasureSettings()) -> list:
