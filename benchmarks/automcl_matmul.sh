@@ -9,3 +9,4 @@ env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tvm-ttile compare \
     --layers "${SHAPES:-square-512,square-1024,gnmt-128,gnmt-320,gnmt-2048,bert-qkv,bert-ffn1,bert-ffn2,fc-batch16,resnet18-fc}" \
     --systems tvm_ttile,automcl,metaschedule,numpy --budget "${BUDGET:-60}" --seeds 1 \
     --out benchmarks/results/automcl_matmul
+python benchmarks/automcl_table.py benchmarks/results/automcl_matmul

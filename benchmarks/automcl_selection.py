@@ -2,8 +2,9 @@
 dataset of shapes (the paper's design, FLOP-capped to fit the time budget), train the XGBoost classifier,
 report its held-out accuracy; and the REG tuner against random choice on the benchmark shapes.
 
-    python benchmarks/automcl_selection.py [--max-gflop 0.05] [--trials 6]
+    python benchmarks/automcl_selection.py [--max-gflop 0.05] [--trials 6] [--sample 80]
         -> benchmarks/results/automcl_selection.{md,json}   (the dataset is resumable: work/automcl_dataset.json)
+The trained classifier is kept in the CPU's cache directory, where `tvm-ttile tune --strategy automcl` finds it.
 """
 import argparse
 import json
@@ -11,7 +12,7 @@ import os
 import statistics
 import sys
 
-from tvm_ttile.automcl.selection import NAMES, dataset_shapes, train_classifier
+from tvm_ttile.automcl.selection import NAMES, dataset_shapes, save_classifier, train_classifier
 from tvm_ttile.automcl.space import CacheModel, build_space
 from tvm_ttile.automcl.tuner import auto_config, measure_configs
 from tvm_ttile.cpu import detect_host, peak
@@ -19,7 +20,9 @@ from tvm_ttile.measure import MeasureSettings
 from tvm_ttile.operators import matmul_shapes
 
 HERE = os.path.dirname(__file__)
-SETTINGS = MeasureSettings(number=1, repeat=3, min_repeat_ms=5)
+# Builds that take longer than 20 s count as failed configurations (0 GFLOPS): some TTMM configurations
+# take minutes to compile.
+SETTINGS = MeasureSettings(number=1, repeat=3, min_repeat_ms=5, timeout_sec=20)
 
 
 def best_gflops(compute, M, K, N, cache, target, trials, model="reg", seed=0):
@@ -57,11 +60,17 @@ def main():
     ap.add_argument("--max-gflop", type=float, default=0.05)
     ap.add_argument("--trials", type=int, default=6, help="random configurations per compute and shape")
     ap.add_argument("--limit", type=int, help="measure only the first N dataset shapes (a smoke run)")
+    ap.add_argument("--sample", type=int, help="measure a random sample of N dataset shapes (seed 0)")
     ap.add_argument("--reg-shapes", type=int, default=4, help="benchmark shapes for REG vs random")
     args = ap.parse_args()
     cpu = detect_host()
     cache, target = CacheModel.of(cpu), cpu.target(1)
     shapes, note = dataset_shapes(args.max_gflop)
+    if args.sample and args.sample < len(shapes):
+        import random
+
+        shapes = sorted(random.Random(0).sample(shapes, args.sample))
+        note += f", of which a random sample of {args.sample} measured"
     if args.limit:
         shapes, note = shapes[:args.limit], note + f", of which the first {args.limit} measured"
     path = os.path.join(HERE, "work", "automcl_dataset.json")
@@ -77,8 +86,9 @@ def main():
             with open(path, "w") as f:  # after every shape: an interrupted run keeps what it measured
                 json.dump(data, f)
         print(f"[{i + 1}/{len(shapes)}] {key}: best {max(data[key], key=data[key].get)}", flush=True)
-    records = [(tuple(int(v) for v in key.split("x")), g) for key, g in data.items()]
+    records = [((m, k, n), data[f"{m}x{k}x{n}"]) for m, k, n in shapes]  # this run's shapes only
     clf = train_classifier(records)
+    saved_to = save_classifier(cpu, clf, note)
     wins = {c: sum(1 for _, g in records if max(g, key=g.get) == c) for c in NAMES}
     reg_vs_random = {}
     for name, op in list(matmul_shapes().items())[:args.reg_shapes]:  # REG against random choice, same trials, 3 seeds
@@ -97,7 +107,7 @@ def main():
              f"Fastest compute per shape: {wins}.", "",
              f"XGBoost classifier (log M, K, N): held-out accuracy **{100 * clf['accuracy']:.1f}%** on {clf['test']} "
              f"shapes (trained on {clf['train']}); the chosen compute reaches {100 * clf['relative_gflops']:.1f}% "
-             "of the best compute's GFLOPS on average.", "",
+             f"of the best compute's GFLOPS on average. Kept in `{saved_to}`.", "",
              "REG vs random choice (RPMM, 16 trials, median of 3 seeds, GFLOPS):", "",
              "| shape | REG | random |", "|---|---:|---:|"]
     lines += [f"| {k} | {v['reg']:.1f} | {v['random']:.1f} |" for k, v in reg_vs_random.items()]

@@ -2,7 +2,7 @@
 flushed before every call (as a layer meets its weights inside a whole inference), against the end-to-end time.
 
     python benchmarks/cold_cache_tasks.py resnet18 benchmarks/results/end_to_end/work/resnet18
-        -> benchmarks/results/end_to_end/cold_cache_<model>.md
+        -> benchmarks/results/end_to_end/cold_cache_<basename of the work dir>.md
 """
 import os
 import statistics
@@ -14,6 +14,7 @@ from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
 from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
+from tvm_ttile.measure import build_module
 from tvm_ttile.metaschedule import best_schedule, open_database
 from tvm_ttile.models.importers import load_model
 
@@ -28,10 +29,10 @@ def main(model, work_dir, input_shape=None):
         best = best_schedule(db, task.mod)
         if best is None:
             continue
-        lib = tvm.compile(best[0].mod, target=target).mod
+        lib = build_module(best[0].mod, target)  # as tuned: weights already packed (packing runs at build time)
         rng = np.random.default_rng(0)
         args = [tvm.runtime.tensor(rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype))
-                for a in ArgInfo.from_prim_func(task.mod["main"])]
+                for a in ArgInfo.from_entry_func(best[0].mod, remove_preproc=True)]
         hot = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9, min_repeat_ms=20)(*args).results)
         cold = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9,
                                                     f_preproc="cache_flush_cpu_non_first_arg")(*args).results)
@@ -41,7 +42,8 @@ def main(model, work_dir, input_shape=None):
              f"Command: `python benchmarks/cold_cache_tasks.py {' '.join(sys.argv[1:])}`; {host.name}; medians of 9.", "",
              "| task | shape | calls | hot ms | cold ms | cold / hot |", "|---|---|---:|---:|---:|---:|", *rows, "",
              f"Sum over the network (x calls): hot **{1e3 * hot_total:.1f} ms**, cold **{1e3 * cold_total:.1f} ms**."]
-    out = os.path.join(os.path.dirname(__file__), "results", "end_to_end", f"cold_cache_{model}.md")
+    out = os.path.join(os.path.dirname(__file__), "results", "end_to_end",
+                       f"cold_cache_{os.path.basename(os.path.normpath(work_dir))}.md")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -112,8 +112,29 @@ def test_tune_automcl_on_a_small_dense_layer(host):
     from tvm_ttile.errors import TTileError
     from tvm_ttile.operators import Matmul
 
-    res = tune_automcl(Matmul(M=8, N=64, K=32, dense=True, name="tiny"), host, trials=12)
-    assert res.verified and res.gflops > 0 and res.selected_by.startswith("all computes")
+    res = tune_automcl(Matmul(M=8, N=64, K=32, dense=True, name="tiny"), host, trials=12, classifier=None)
+    assert res.verified and res.gflops > 0 and res.selected_by == "all computes: no classifier"
     assert set(res.per_compute) == set(COMPUTES) and all(v["trials"] == 2 for v in res.per_compute.values())
     with pytest.raises(TTileError, match="dense"):
         tune_automcl(Matmul(M=8, N=64, K=32), host, trials=6)
+
+
+def test_trained_classifier_is_kept_per_cpu_and_picks_the_compute(host, tmp_path, monkeypatch):
+    """A classifier trained on this CPU is found again from its cache directory; tune then tunes only the
+    compute it picks (or every compute with all_computes, naming the pick)."""
+    from tvm_ttile.automcl.selection import dataset_shapes, load_classifier, save_classifier, train_classifier
+    from tvm_ttile.automcl.tune import tune_automcl
+    from tvm_ttile.operators import Matmul
+
+    monkeypatch.setenv("TVM_TTILE_CACHE", str(tmp_path))
+    assert load_classifier(host)[0] is None
+    shapes, note = dataset_shapes(0.5)
+    rows = [((m, k, n), {c: 10.0 if c == "TMM" else 5.0 for c in COMPUTES}) for m, k, n in shapes]
+    save_classifier(host, train_classifier(rows), note)
+    model, how = load_classifier(host)
+    assert model is not None and "held-out accuracy 100%" in how
+    op = Matmul(M=8, N=64, K=32, dense=True, name="tiny")
+    res = tune_automcl(op, host, trials=3)
+    assert res.selected == "TMM" and list(res.per_compute) == ["TMM"] and res.verified
+    both = tune_automcl(op, host, trials=6, all_computes=True)
+    assert both.selected == "TMM" and set(both.per_compute) == set(COMPUTES)

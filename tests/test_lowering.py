@@ -51,7 +51,10 @@ def test_sampled_schemes_are_correct(host, kind, case):
         if not make_sampler(sampler).choices(space):
             continue
         for scheme in make_sampler(sampler, seed=case).sample_many(space, 3):
-            lowered = lower(problem, scheme, op.prim_func(host.lanes))
+            func = op.prim_func(host.lanes)
+            if case % 2:  # weights marked layout-free (as Relax marks constants): packed inside the function
+                func = func.with_attr("layout_free_buffers", [1])
+            lowered = lower(problem, scheme, func)
             got, ref = run(op, lowered.sch.mod, host.target())
             scale = max(float(np.abs(ref).max()), 1.0)
             assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * scale), (op, scheme.text)
@@ -132,3 +135,46 @@ def test_intrinsics_register_from_their_names(host):
     register_by_name(f"ttile_matmul_{host.isa.name}x{host.lanes}_i3_j2_red8")
     with pytest.raises(Exception, match="not a tvm_ttile"):
         register_by_name("ttile_bogus")
+
+
+def _packed(w, block, op):
+    """numpy's version of the layout lowering.pack_weights makes (the runner's and Relax's packed weights)."""
+    if op == "conv2d":  # [r, s, c, k] -> [k // block, r, s, c, k % block]
+        R, S, C, K = w.shape
+        return np.ascontiguousarray(w.reshape(R, S, C, K // block, block).transpose(3, 0, 1, 2, 4))
+    K, N = w.shape  # matmul [k, j] -> [j // block, k, j % block]
+    return np.ascontiguousarray(w.reshape(K, N // block, block).transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("kind,text", [
+    ("conv2d", "[T(2,k),T(4,w),T(3,s),T(3,r),T(32,c),U(7,h),U(2,k),V(k)]"),  # a microkernel, block 2 vectors
+    ("conv2d", "[T(2,k),Lambda(h,[(1,3),(1,4)]),T(4,w),T(3,s),T(3,r),T(32,c),U(lambda,h),U(2,k),V(k)]"),  # a tail
+    ("matmul", "[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]"),
+])
+def test_layout_free_weights_are_packed(host, kind, text):
+    """A function whose weights are marked layout-free (as Relax marks constants) gets a packing block that
+    MetaSchedule's builder drops: with it the function is right on plain weights, without it on weights
+    packed as numpy packs them; the intrinsic names carry the block size so a fresh process re-registers them."""
+    from tvm_ttile.lowering import LAYOUT_REWRITE, pack_block
+    from tvm_ttile.measure import build_module
+
+    L = host.lanes
+    op = (Conv2d(K=4 * L, C=32, H=7, W=4, R=3, S=3, pad=1) if kind == "conv2d" else Matmul(M=6, N=4 * L, K=16))
+    problem = Problem.from_operator(op, L, host.isa.name)
+    scheme = Scheme.parse(text)
+    func = op.prim_func(L).with_attr("layout_free_buffers", [1])
+    lowered = lower(problem, scheme, func)
+    block = pack_block(problem, scheme)
+    assert block == 2 * L and lowered.intrinsics[0].endswith(f"_pkw{block}")
+    assert LAYOUT_REWRITE in lowered.sch.mod.script()
+    got, ref = run(op, lowered.sch.mod, host.target())
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+    a, w = op.random_inputs(seed=1)
+    lib = build_module(lowered.sch.mod, host.target())
+    out = tvm.runtime.tensor(np.zeros(ref.shape, np.float32))
+    lib(tvm.runtime.tensor(a), tvm.runtime.tensor(_packed(w, block, kind)), out)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    register_by_name(lowered.intrinsics[0])
+    # Unmarked weights stay in place.
+    assert "_pkw" not in lower(problem, scheme, op.prim_func(L)).intrinsics[0]

@@ -176,7 +176,8 @@ def cmd_tune_model(args) -> int:
     shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
     libs = tuple(v for v in args.libraries.split(",") if v)
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
-                        shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose)
+                        shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
+                        prepack=not args.no_prepack)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -259,6 +260,8 @@ def make_parser():
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    p.add_argument("--no-prepack", action="store_true",
+                   help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)
 
     from .compare import DEFAULT_SYSTEMS

@@ -23,7 +23,8 @@ ROUNDS, REPEATS = 3, 5
 
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
-               metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False) -> dict:
+               metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
+               prepack=True) -> dict:
     from .baselines import libraries as libs
     from .models.importers import load_model
 
@@ -34,21 +35,23 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     mod = nw.prepare(net.mod)
     start = time.time()
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, progress=progress,
-                            verbose=verbose)
+                            verbose=verbose, prepack=prepack)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
-    systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads)}
+    systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads, prepack)}
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
+    notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
+                 "weights not prepacked (--no-prepack): kernels read the model's layout")
     if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
         metaschedule_trials = sum(t.trials for t in tuned.tasks)
     if metaschedule_trials:
         from .baselines.tvm_tuners import tune_network_metaschedule
 
         db, secs = tune_network_metaschedule(mod, cpu, os.path.join(work_dir, "metaschedule"), metaschedule_trials,
-                                             threads, seed)
-        systems["metaschedule"] = nw.build_network(mod, db, cpu, threads)
+                                             threads, seed, prepack=prepack)
+        systems["metaschedule"] = nw.build_network(mod, db, cpu, threads, prepack)
         outputs["metaschedule"] = nw.run(systems["metaschedule"], x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
     timers = {name: (lambda vm=vm: _vm_latencies(vm, x)) for name, vm in systems.items()}

@@ -46,39 +46,42 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     return Microkernel.make("matmul", isa, lanes, ext.get("k", 1), i=ext.get("i", 1), j=ext.get("j", lanes) // lanes)
 
 
-def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None) -> str:
+def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0) -> str:
     extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
-            f"{sub.text}{extra}")
+            f"{sub.text}{extra}{'~' + intrin.packed_suffix(packed) if packed else ''}")
 
 
 def _parse_tail_name(name: str):
-    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?", name)
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
+                     + f"(?:~{intrin.PACKED}(\\d+))?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text, ext = m.groups()
+    op, isa, lanes, st, dl, text, ext, packed = m.groups()
     problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
-    return problem, Scheme.parse(text), sizes
+    return problem, Scheme.parse(text), sizes, int(packed or 0)
 
 
-def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None) -> tuple:
+def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0) -> tuple:
     """Register the tail intrinsic of sub-scheme `sub`: from a Lambda down, or (with `ext`, the region's
-    extents) a whole scheme with partial P tiles. Returns (name, region_mk)."""
-    name = tail_name(problem, sub, ext)
+    extents) a whole scheme with partial P tiles; `packed`: reading weights prepacked in blocks of that
+    many vector elements. Returns (name, region_mk)."""
+    name = tail_name(problem, sub, ext, packed)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
                         ext if ext is not None else sub.extents(problem.lanes)[0])
     if TensorIntrin.get(name, allow_missing=True) is None:
-        desc = intrin._func(region, impl=False)
+        desc = intrin._func(region, impl=False, packed=packed)
         with IRBuilder() as ib:
             with T.prim_func(s_tir=True):
                 T.func_name("tail_impl")
                 params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-                A, B, C = intrin._buffers(region, params, impl=True)
+                A, B, C = intrin._buffers(region, params, impl=True, packed=packed)
                 full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
                 with T.sblock("root"):
                     T.reads(full(C), full(A), full(B))
                     T.writes(full(C))
+                    B = intrin.weights(B, packed)
                     if ext is not None:
                         _emit_partial(problem, sub, ext, A, B, C)
                     else:
@@ -160,10 +163,11 @@ def register_by_name(name: str) -> None:
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
     if name.startswith(TAIL_PREFIX):
-        problem, sub, ext = _parse_tail_name(name)
-        register_tail(problem, sub, ext)
+        problem, sub, ext, packed = _parse_tail_name(name)
+        register_tail(problem, sub, ext, packed)
     else:
-        intrin.register(Microkernel.from_name(name))
+        m = re.fullmatch(f"(.*){intrin.PACKED}(\\d+)", name)
+        intrin.register(Microkernel.from_name(m.group(1) if m else name), int(m.group(2)) if m else 0)
 
 
 # --- lowering -------------------------------------------------------------------------------------
@@ -224,13 +228,65 @@ def _loads(expr) -> list:
     return []
 
 
-def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
+LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
+
+
+def pack_block(problem: Problem, scheme: Scheme) -> int:
+    """Weights are packed in blocks of the microkernel's vector extent; of one vector when a Lambda combines
+    sizes along the vector dimension or partial tiles leave a remainder along it."""
+    for spec in scheme.specs:
+        if isinstance(spec, U) and spec.dim == problem.vector and isinstance(spec.n, int):
+            block = spec.n * problem.lanes
+            return block if problem.size[problem.vector] % block == 0 else problem.lanes
+    return problem.lanes
+
+
+WEIGHT_INDICES = {"conv2d": ("r", "s", "c", "k"), "matmul": ("k", "j")}  # the layouts the microkernels read
+
+
+def pack_weights(sch, block, op: str, size: int) -> int:
+    """Prepack the weights when the function marks them layout-free (constants: Relax's
+    AttachAttrLayoutFreeBuffers): a copy into the blocked layout of intrin.packed_shape, annotated as
+    MetaSchedule's layout-rewrite preprocessing. MetaSchedule's builder drops that copy when timing (the
+    runner passes packed weights) and Relax's SplitLayoutRewritePreproc + FoldConstant run it once at build
+    time, so that the microkernel reads its weights as one contiguous stream instead of rows strided by K.
+    Packs only weights read in place as WEIGHT_INDICES (not, e.g., a transposed or padded copy). Returns
+    the block size, 0 when nothing was packed."""
+    func = sch.mod["main"]
+    free = func.attrs.get("layout_free_buffers") if func.attrs is not None else None
+    if not free:
+        return 0
+    free_params = [func.params[int(i)] for i in free]  # 0.27: parameters are the buffers themselves
+    reads = sch.get(block).reads
+    index = next((i for i in range(len(reads) - 1, -1, -1)  # the weights are the last operand
+                  if any(reads[i].source.same_as(p) for p in free_params)), None)
+    if index is None:
+        return 0
+    stmt = sch.get(block)
+    ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars)))
+    load = next((ld for ld in _loads(stmt.body.value) if ld.source.same_as(reads[index].source)), None)
+    if load is None or len(load.indices) != len(WEIGHT_INDICES[op]) or not all(
+            i.same_as(ivs[d]) for i, d in zip(load.indices, WEIGHT_INDICES[op])):
+        return 0
+    cache = sch.cache_read(block, index, "global")
+    sch.annotate(cache, LAYOUT_REWRITE, True)
+    ndim = len(reads[index].source.shape)
+    if ndim == 4:  # conv2d: [r, s, c, k] -> [k // size, r, s, c, k % size]
+        sch.transform_layout(block, ("read", index), lambda r, s, c, k: (k // size, r, s, c, k % size))
+    else:  # matmul: [k, j] -> [j // size, k, j % size]
+        sch.transform_layout(block, ("read", index), lambda k, j: (j // size, k, j % size))
+    return size
+
+
+def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
-    of one, e.g. MetaSchedule's, so that the trace records every step)."""
+    of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
+    marks layout-free are packed (pack_weights)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse)
     op, size, lanes = problem.op, problem.size, problem.lanes
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     block = sch.get_sblock(BLOCK[op])
+    packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
     loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)))
     cut, mk_start = _split_scheme(scheme)
     region_ext = scheme.extents(lanes)[cut]
@@ -238,16 +294,17 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1) -> Lowered:
     reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
     if scheme.partial_dims:  # P levels: the whole nest is one tail intrinsic with clipped loops
         cut, region_ext = 0, dict(size)
-        name, nest_mk = register_tail(problem, scheme, ext={d: e for d, e in size.items() if d != "n"})
+        name, nest_mk = register_tail(problem, scheme, ext={d: e for d, e in size.items() if d != "n"},
+                                      packed=packed)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
         mk = microkernel_of(problem, scheme)
         region_loops = [(reuse, problem.reuse, mk.red // mk.get("c") if op == "conv2d" else mk.red)]
         if op == "conv2d" and mk.get("c") > 1:
             region_loops.append(("c_i", "c", mk.get("c")))
-        name, nest_mk = intrin.register(mk), mk
+        name, nest_mk = intrin.register(mk, packed), mk
     else:
-        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]))
+        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     for d in (("s", "r", "w", "h", "k") if op == "conv2d" else ("i", "j")):
         region_loops.append((d, d, region_ext.get(d, 1)))

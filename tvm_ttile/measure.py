@@ -13,9 +13,12 @@ from .progress import Progress
 
 
 def build_module(mod, target, _params=None):
-    """MetaSchedule f_build: plain tvm.compile (module-level so worker processes can import it)."""
+    """MetaSchedule f_build: tvm.compile (module-level so worker processes can import it), without the
+    weight-packing blocks, which run once at build time in a network (as MetaSchedule's own builder does)."""
     import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.compile(mod, target=target).mod  # the runtime Module, which f_export can export
 
 

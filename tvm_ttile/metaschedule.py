@@ -149,7 +149,8 @@ class TTileSearch(PySearchStrategy):
                     f.write(json.dumps(entry) + "\n")
             if entry["error"]:
                 continue
-            batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(self.mod, remove_preproc=True)))
+            # Arguments as the builder leaves the function: without its weight-packing block, packed weights.
+            batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
         return batch or None
 
     def notify_runner_results(self, measure_candidates, results) -> None:

@@ -7,7 +7,13 @@
 Conv2d runs in NHWC with HWIO (= RSCK) weights, the layout the microkernels are made for: `prepare` converts
 the imported (NCHW) module. Tasks are the fused PrimFuncs of Relax's CPU pipeline (conv2d + bias + residual add
 + ReLU is one task); each task's records go to one MetaSchedule JSON database in work_dir, so an interrupted
-run resumes and `build_network` (MetaSchedule's compile_relax) finds every record.
+run resumes and `build_network` (MetaSchedule's compile_relax pipeline) finds every record.
+
+Weights are constants: with `prepack` (the default) each fused function marks them layout-free, its schedule
+copies them into the layout its microkernel streams (lowering.pack_weights; MetaSchedule's RewriteLayout does
+the same for its own tasks), tuning times the kernel on packed weights, and `build_network` splits the copies
+out and folds them on the constants: packing costs nothing per inference (TVM's cpu_weight_prepack, without
+its change of the module's interface).
 """
 from __future__ import annotations
 
@@ -49,13 +55,18 @@ def prepare(mod):
     return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
 
 
-def fuse(mod, target):
-    """The passes compile_relax runs before applying the database, so that task keys match its functions."""
-    seq = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-                                    relax.transform.FoldConstant(), relax.transform.FuseOps(),
-                                    relax.transform.FuseTIR()])
+def _fuse_passes(prepack: bool) -> list:
+    # AttachAttrLayoutFreeBuffers marks the constant (weight) parameters of every fused function: lowering
+    # then packs them (lowering.pack_weights), once, at build time.
+    return [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
+            relax.transform.FuseOps(), relax.transform.FuseTIR(),
+            *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]
+
+
+def fuse(mod, target, prepack: bool = True):
+    """The passes build_network runs before applying the database, so that task keys match its functions."""
     with target, tvm.transform.PassContext(opt_level=3):
-        return seq(mod)
+        return tvm.transform.Sequential(_fuse_passes(prepack))(mod)
 
 
 @dataclasses.dataclass
@@ -69,15 +80,16 @@ class Task:
     shape: str
 
 
-def extract_tasks(mod, cpu=None, threads: int = 1) -> list:
-    """The tuning tasks of a prepared Relax module, each with the policy that will tune it."""
+def extract_tasks(mod, cpu=None, threads: int = 1, prepack: bool = True) -> list:
+    """The tuning tasks of a prepared Relax module, each with the policy that will tune it; with `prepack`,
+    their weights are marked for packing at build time."""
     from tvm.s_tir.analysis import estimate_tir_flops
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
     tasks = []
-    for t in ms.relax_integration.extract_tasks(fuse(mod, target), target):
+    for t in ms.relax_integration.extract_tasks(fuse(mod, target, prepack), target):
         task_mod = t.dispatched[0]
         problem, reason = ttile_problem(task_mod, target)
         if problem is not None:
@@ -120,11 +132,12 @@ class NetworkTuneResult:
 
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
-                 verbose=False) -> NetworkTuneResult:
+                 verbose=False, prepack: bool = True) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
-    task's best is checked against the untuned function before it is reported."""
+    task's best is checked against the untuned function before it is reported. With `prepack`, constant
+    weights are packed for the kernels once at build time (build with the same `prepack`)."""
     from .microkernels.catalog import build_catalog
     from .tune import TRIAL_LOG, run_tuner
 
@@ -133,7 +146,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     database = open_database(work_dir)
     start = time.time()
     results = []
-    for i, task in enumerate(extract_tasks(mod, cpu, threads)):
+    for i, task in enumerate(extract_tasks(mod, cpu, threads, prepack)):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         os.makedirs(task_dir, exist_ok=True)
@@ -201,16 +214,31 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
     return bool(np.isfinite(err) and err <= rtol * scale), err
 
 
-def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1):
-    """Compile the prepared Relax module with the tuning records (MetaSchedule's compile_relax); functions
-    without a record keep the default (unscheduled) lowering. Returns a tvm.relax.VirtualMachine."""
+def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):
+    """Compile the prepared Relax module with the tuning records (the pipeline of MetaSchedule's compile_relax,
+    plus weight prepacking: the packing blocks of tuned functions are split out and folded on the constant
+    weights, once); functions without a record keep the default (unscheduled) lowering. `prepack` must be as
+    when the tasks were tuned (it changes the task keys). Returns a tvm.relax.VirtualMachine."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
+
     cpu = cpu or cpu_mod.detect_host()
+    target = cpu.target(threads)
     database = work_dir_or_database
     if database is None:
         database = ms.database.MemoryDatabase()
     elif isinstance(database, (str, os.PathLike)):
         database = open_database(os.fspath(database))
-    ex = ms.relax_integration.compile_relax(database, mod, cpu.target(threads), None)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(m, _ctx):
+        passes = [*_fuse_passes(prepack), relax.transform.MetaScheduleApplyDatabase(enable_warning=False)]
+        if prepack:
+            passes += [relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
+        passes += cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target)
+        return tvm.transform.Sequential(passes)(m)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        ex = relax.build(mod, target=target, relax_pipeline=pipeline)
     return relax.VirtualMachine(ex, tvm.cpu())
 
 

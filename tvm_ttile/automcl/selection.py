@@ -64,3 +64,36 @@ def select(model, M: int, K: int, N: int) -> str:
     import xgboost
 
     return NAMES[int(model.predict(xgboost.DMatrix(np.array([shape_features(M, K, N)])))[0])]
+
+
+CLASSIFIER_FILE = "automcl_classifier.json"  # in the CPU's cache directory: labels are this machine's timings
+
+
+def save_classifier(cpu, trained: dict, note: str) -> str:
+    """Keep a trained classifier for `cpu` (its cache directory, keyed by CPU, TVM and tvm_ttile versions)."""
+    import json
+
+    path = cpu.cache_dir / CLASSIFIER_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trained["model"].save_model(str(path))
+    meta = {k: trained[k] for k in ("accuracy", "relative_gflops", "train", "test")}
+    with open(str(path) + ".meta", "w") as f:
+        json.dump(dict(meta, dataset=note), f)
+    return str(path)
+
+
+def load_classifier(cpu):
+    """(model, description) of the classifier trained on this CPU, or (None, why not)."""
+    import json
+
+    import xgboost
+
+    path = cpu.cache_dir / CLASSIFIER_FILE
+    if not path.exists():
+        return None, ("no trained classifier for this CPU (python benchmarks/automcl_selection.py trains one)")
+    model = xgboost.Booster()
+    model.load_model(str(path))
+    with open(str(path) + ".meta") as f:
+        meta = json.load(f)
+    return model, (f"classifier trained on {meta['train']} shapes ({meta['dataset']}), held-out accuracy "
+                   f"{100 * meta['accuracy']:.0f}%")

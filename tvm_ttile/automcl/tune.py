@@ -1,6 +1,7 @@
 """Tune a dense layer AutoMCL's way: analytic space per compute, AutoConfig (REG) within it, and either the
-classifier's choice of compute or, without a trained classifier, every compute with an equal share of the
-trials (reported). The best kernel is checked against numpy before its time is reported."""
+classifier's choice of compute (the one trained on this CPU, when there is one) or every compute with an
+equal share of the trials (reported, with the classifier's pick when there is one). The best kernel is
+checked against numpy before its time is reported."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,28 +23,36 @@ class AutoMCLResult:
     gflops: float
     percent_of_peak: float
     per_compute: dict  # compute -> {"gflops", "trials", "space"} for every compute tried
-    selected_by: str  # "classifier" or "all computes (no classifier)"
+    selected_by: str  # how the computes tried were chosen
+    selected: str | None  # the classifier's pick (also when every compute was tuned), None without one
     seconds: float
     verified: bool
     max_abs_error: float
     curve: list = dataclasses.field(default_factory=list)  # [(trial, tuning seconds, GFLOPS or None)]
 
 
-def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier=None, model: str = "reg",
-                 settings: MeasureSettings = MeasureSettings(), threads: int = 1) -> AutoMCLResult:
+def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto", model: str = "reg",
+                 settings: MeasureSettings = MeasureSettings(), threads: int = 1,
+                 all_computes: bool = False) -> AutoMCLResult:
+    """classifier: "auto" (this CPU's trained one, if any), an xgboost Booster, or None. all_computes: tune
+    every compute anyway (to compare the pick with the best compute)."""
     from .. import cpu as cpu_mod
+    from .selection import load_classifier, select
 
     if not getattr(op, "dense", False):
         raise TTileError("AutoMCL's computes are for dense layers (weights W[N,K]): use a dense matmul (--dense)")
     cpu = cpu or cpu_mod.detect_host()
     cache, target = CacheModel.of(cpu), cpu.target(threads)
     M, N, K = op.M, op.N, op.K
-    if classifier is not None:
-        from .selection import select
-
-        computes, how = [select(classifier, M, K, N)], "classifier"
+    how = "the given classifier" if classifier is not None else "no classifier"
+    if isinstance(classifier, str) and classifier == "auto":
+        classifier, how = load_classifier(cpu)
+    selected = select(classifier, M, K, N) if classifier is not None else None
+    if selected and not all_computes:
+        computes = [selected]
     else:
-        computes, how = list(COMPUTES), "all computes (no classifier)"
+        computes = list(COMPUTES)
+        how = ("all computes; " if selected else "all computes: ") + how
     start, per, best, curve = time.time(), {}, None, []
     for compute in computes:
         space = build_space(compute, M, N, K, cache, threads)["configs"]
@@ -69,6 +78,6 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier=None,
     compute, config, g = best
     ok, err = verify(op, schedule(compute, M, N, K, config), target)
     peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
-    return AutoMCLResult(op.name or repr(op), compute, config, g, 100 * g / peak, per, how, time.time() - start,
-                         ok, err, curve)
+    return AutoMCLResult(op.name or repr(op), compute, config, g, 100 * g / peak, per, how, selected,
+                         time.time() - start, ok, err, curve)
 

@@ -126,7 +126,9 @@ def _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings) -> Sy
         with open(path) as f:
             saved = json.load(f)
     if saved is None or saved["trials_asked"] != trials:
-        res = tune_automcl(_dense(operator), cpu, trials=trials, seed=seed, settings=settings, threads=threads)
+        # Every compute, so that the table can set the classifier's pick against the best compute.
+        res = tune_automcl(_dense(operator), cpu, trials=trials, seed=seed, settings=settings, threads=threads,
+                           all_computes=True)
         saved = dict(dataclasses.asdict(res), trials_asked=trials)
         os.makedirs(work_dir, exist_ok=True)
         with open(path, "w") as f:
@@ -134,8 +136,8 @@ def _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings) -> Sy
     return SystemResult("automcl", operator.name or repr(operator), saved["gflops"], saved["percent_of_peak"],
                         saved["seconds"], len(saved["curve"]), saved["verified"], saved["max_abs_error"],
                         _best_so_far(saved["curve"]), threads, "automcl",
-                        [f"best compute {saved['compute']} {tuple(saved['config'])}; computes chosen by "
-                         f"{saved['selected_by']}; dense layout W[N,K]"])
+                        [f"best compute {saved['compute']} {tuple(saved['config'])}; classifier's pick "
+                         f"{saved.get('selected')}; {saved['selected_by']}; dense layout W[N,K]"])
 
 
 def best_module(operator, work_dir, cpu, threads=1):

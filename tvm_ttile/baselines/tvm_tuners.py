@@ -33,10 +33,13 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     return database, mod, target, seconds
 
 
-def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None, progress=True):
+def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None, progress=True,
+                              prepack=True):
     """MetaSchedule's whole-network tuning (tune_relax: gradient task scheduler, default policy) of a
     prepared Relax module with `trials` trials in all, through the same builder and runner as tvm_ttile.
-    Returns (database, tuning seconds); build with network.build_network(mod, database)."""
+    With `prepack` the weights are marked layout-free as for tvm_ttile, so that MetaSchedule's RewriteLayout
+    postproc packs them too (TVM's cpu_weight_prepack). Returns (database, tuning seconds); build with
+    network.build_network(mod, database, prepack=prepack)."""
     import json
     import os
     import time
@@ -57,7 +60,7 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     start = time.time()
     if trials > done:
         prepare_logging()
-        fused = fuse(mod, target)
+        fused = fuse(mod, target, prepack)
         # MetaSchedule's default of 64 trials per task iteration would leave tasks untuned (and unscheduled)
         # when the budget is below 64 per task: share it so that every task gets at least one iteration.
         n_tasks = len(ms.relax_integration.extract_tasks(fused, target))

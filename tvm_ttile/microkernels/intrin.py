@@ -11,6 +11,7 @@ from __future__ import annotations
 import tvm
 import tvm.tirx as tir
 from tvm.s_tir import TensorIntrin
+from tvm.sym.analyzer import Analyzer
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
@@ -29,8 +30,46 @@ def loop_nest(mk: Microkernel):
     return [(n, e) for n, e in nest if e > 1]
 
 
-def _buffers(mk: Microkernel, params, impl: bool):
-    """Buffer shapes of one tile; the implementation binds any row stride (symbolic strides)."""
+PACKED = "_pkw"  # name suffix (+ block size) of the intrinsics that read prepacked weights
+
+
+def packed_suffix(block: int) -> str:
+    return f"{PACKED}{block}" if block else ""
+
+
+class PackedWeights:
+    """The weight tile in the blocked layout lowering packs constant weights into (pack_weights): the vector
+    dimension k (conv2d) / j (matmul) becomes (k // block, ..., k % block), block = the microkernel's vector
+    extent, so that the microkernel reads one contiguous stream along the reduction. Indexed with the
+    unpacked indices."""
+
+    def __init__(self, buf, block: int):
+        self.buf, self.block = buf, block
+
+    def _at(self, idx):
+        analyzer, v = Analyzer(), tir.const(idx[-1], "int32") if isinstance(idx[-1], int) else idx[-1]
+        return [analyzer.simplify(tir.floordiv(v, self.block)), *idx[:-1],
+                analyzer.simplify(tir.floormod(v, self.block))]
+
+    def __getitem__(self, idx):
+        return self.buf[tuple(self._at(list(idx)))]
+
+    def vload(self, idx, dtype):
+        return self.buf.vload(self._at(list(idx)), dtype)
+
+
+def packed_shape(shape, block: int) -> tuple:
+    """The packed layout of an unpacked weight shape (vector dimension last)."""
+    return (shape[-1] // block, *shape[:-1], block)
+
+
+def weights(B, packed: int):
+    return PackedWeights(B, packed) if packed else B
+
+
+def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
+    """Buffer shapes of one tile; the implementation binds any row stride (symbolic strides). With `packed`
+    (a block size), the weights are in the layout of `packed_shape`."""
     u = dict(mk.unroll)
     kv = mk.tile[mk.family["vector"]]
     if mk.op == "conv2d":
@@ -39,6 +78,8 @@ def _buffers(mk: Microkernel, params, impl: bool):
         shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red, kv), (1, u["h"], u["w"], kv)]
     else:
         shapes = [(u["i"], mk.red), (mk.red, kv), (u["i"], kv)]
+    if packed:
+        shapes[1] = packed_shape(shapes[1], packed)
     out = []
     for p, shape in zip(params, shapes):
         strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
@@ -46,17 +87,17 @@ def _buffers(mk: Microkernel, params, impl: bool):
     return out
 
 
-def _func(mk: Microkernel, impl: bool):
+def _func(mk: Microkernel, impl: bool, packed: int = 0):
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
-            T.func_name(mk.name + ("_impl" if impl else "_desc"))
+            T.func_name(mk.name + packed_suffix(packed) + ("_impl" if impl else "_desc"))
             params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-            A, B, C = _buffers(mk, params, impl)
+            A, B, C = _buffers(mk, params, impl, packed)
             full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
             with T.sblock("root"):
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
-                (_impl_body if impl else _desc_body)(mk, A, B, C)
+                (_impl_body if impl else _desc_body)(mk, A, weights(B, packed), C)
     return ib.get()
 
 
@@ -151,12 +192,14 @@ def emit_microkernel(mk, A, B, C, base: dict):
             T.buffer_store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
 
 
-def register(mk: Microkernel) -> str:
-    """Register `mk` as a TensorIntrin (once per process) and return its name."""
-    if TensorIntrin.get(mk.name, allow_missing=True) is None:
+def register(mk: Microkernel, packed: int = 0) -> str:
+    """Register `mk` as a TensorIntrin (once per process) and return its name; `packed` (a block size): the
+    variant reading weights prepacked in blocks of that many vector elements."""
+    name = mk.name + packed_suffix(packed)
+    if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
-        TensorIntrin.register(mk.name, _func(mk, impl=False), _func(mk, impl=True))
-    return mk.name
+        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed))
+    return name
 
 
 # --- a tensorized tile of exactly one microkernel, used for measuring and for tests ------------------
