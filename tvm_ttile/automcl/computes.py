@@ -62,7 +62,11 @@ def schedule(name: str, M: int, N: int, K: int, config):
         except Exception:  # noqa: BLE001 - the stage exists only in some computes
             continue
         inner = sch.get_loops(block)[-1]
-        if int(sch.get(inner).extent) % 4 == 0:
+        ext = int(sch.get(inner).extent)
+        lanes = next((v for v in (16, 8, 4) if ext % v == 0), None)
+        if lanes:  # at most one vector wide: a whole N-wide vector (TTMM's transpose) takes LLVM minutes
+            if ext > lanes:
+                inner = sch.split(inner, [None, lanes])[1]
             sch.vectorize(inner)
     block = sch.get_sblock("CC" if name == "DNMM" else "C")
     loops = sch.get_loops(block)
