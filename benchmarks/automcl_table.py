@@ -25,7 +25,7 @@ def main(out_dir):
              "computes, so each variant's column is its best of its share). GFLOPS (% of peak). Variant columns are "
              "tuning-time bests; the last four columns were timed again side by side.", "",
              "| shape | " + " | ".join(names) + " | pick | pick / best variant | AutoMCL | TTile | MetaSchedule | "
-             "numpy | best tvm_ttile / numpy |", "|---|" + "---:|" * (len(names) + 8)]
+             "numpy | best tvm_ttile / numpy |", "|---|" + "---:|" * (len(names) + 7)]
     picks_ok = picks = beats = shapes = 0
     for layer, systems in summ.items():
         work = work_dir_for(os.path.join(out_dir, "work"), "automcl", layer, 0, data["machine"]["isa"])
