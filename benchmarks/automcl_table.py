@@ -46,8 +46,9 @@ def main(out_dir):
                      + (f"{ratio:.2f}" if ratio is not None else "-") + " | " + " | ".join(
                          pct(g[s]) for s in ("automcl", "tvm_ttile", "metaschedule", "numpy"))
                      + (f" | {best / g['numpy']:.2f} |" if g["numpy"] else " | - |"))
-    lines += ["", f"The classifier's pick is within 10% of the best variant on **{picks_ok} of {picks}** shapes "
-              "(no pick: no trained classifier when the run was made).",
+    unpicked = len(summ) - picks
+    lines += ["", f"The classifier's pick is within 10% of the best variant on **{picks_ok} of {picks}** shapes"
+              + (f" ({unpicked} without a pick: no trained classifier when the run was made)." if unpicked else "."),
               f"tvm_ttile's best (TTile space or AutoMCL) is at least as fast as numpy on **{beats} of {shapes}** "
               "shapes."]
     with open(os.path.join(out_dir, "automcl_table.md"), "w") as f:
