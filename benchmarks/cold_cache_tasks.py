@@ -8,13 +8,11 @@ import os
 import statistics
 import sys
 
-import numpy as np
 import tvm
-from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
 from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
-from tvm_ttile.measure import build_module
+from tvm_ttile.measure import build_module, timing_args
 from tvm_ttile.metaschedule import best_schedule, open_database
 from tvm_ttile.models.importers import load_model
 
@@ -30,9 +28,7 @@ def main(model, work_dir, input_shape=None):
         if best is None:
             continue
         lib = build_module(best[0].mod, target)  # as tuned: weights already packed (packing runs at build time)
-        rng = np.random.default_rng(0)
-        args = [tvm.runtime.tensor(rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype))
-                for a in ArgInfo.from_entry_func(best[0].mod, remove_preproc=True)]
+        args = timing_args(best[0].mod)
         hot = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9, min_repeat_ms=20)(*args).results)
         cold = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9,
                                                     f_preproc="cache_flush_cpu_non_first_arg")(*args).results)

@@ -180,3 +180,29 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     assert again["results"]["tiny"]["metaschedule"][0]["trials"] == 4  # resumed: still the same 4 records
     with pytest.raises(TTileError, match="unknown system"):
         run_system("autotvm", Matmul(M=4, N=host.lanes, K=4), host)
+
+
+def test_prepacked_weights_are_packed_at_build_time_and_not_timed(host, monkeypatch, tmp_path):
+    """With prepack the weights are constants: tvm_ttile's best kernel reads them packed (the packing is a
+    layout-rewrite block that the timed build drops; the function as a whole still takes the operator's
+    layout, which is what verification runs), and the prepacked layer has its own work dirs."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from tvm_ttile.baselines import best_module
+    from tvm_ttile.compare import compare, summary
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
+    systems = ["tvm_ttile", "numpy"]  # MetaSchedule's RewriteLayout on prepacked weights: test_network
+    data = compare(["tiny"], systems, budget=3, out_dir=str(tmp_path), progress=False, prepack=True)
+    assert data["prepack"] is True and "prepacked" in (tmp_path / "compare.md").read_text()
+    summ = summary(data)["tiny"]
+    for s in systems:
+        assert summ[s]["verified"] and data["results"]["tiny"][s][0]["retimed_gflops"] > 0
+    op = Matmul(M=12, N=2 * host.lanes, K=32, prepack=True)
+    mod = best_module(op, str(tmp_path / "work" / f"{host.isa.name}-tvm_ttile-tiny-prepack-seed0"), host)
+    timed = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(mod, remove_preproc=True)]
+    assert len(timed[1]) == 3 and np.prod(timed[1]) == 32 * 2 * host.lanes, timed  # [j // b, k, j % b]
+    whole = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(mod, remove_preproc=False)]
+    assert whole[1] == (32, 2 * host.lanes)

@@ -6,6 +6,7 @@ writes convergence curves (best GFLOPS against trials and against tuning seconds
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,9 +23,10 @@ DEFAULT_SYSTEMS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random
 
 def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seeds=1, out_dir="compare",
             threads=1, settings: MeasureSettings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10),
-            progress=True, command: str = "", baseline_seeds=None, retime_rounds=3) -> dict:
+            progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False) -> dict:
     """Tune every layer with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
-    baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side."""
+    baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side. With
+    `prepack` the layers' weights are constants (operators._prim_func) for every TVM tuner but AutoMCL."""
     from . import cpu as cpu_mod
     from .operators import Conv2d, get_layer
 
@@ -38,9 +40,10 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "threads": threads,
             "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
             "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
-            "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M"), "command": command, "results": {}}
+            "prepack": prepack, "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
+            "results": {}}
     for layer in layers:
-        op = get_layer(layer)
+        op = dataclasses.replace(get_layer(layer), prepack=prepack)
         timed = []  # (system, run index, work_dir or None) to time again side by side
         for system in systems:
             if system in LIBRARY_SYSTEMS:
@@ -57,7 +60,9 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             runs = []
             ttile = system == "tvm_ttile"
             for seed in range(seeds if ttile else baseline_seeds):
-                work = work_dir_for(os.path.join(out_dir, "work"), system, layer, seed, cpu.isa.name)
+                # Prepacked weights are another workload; AutoMCL's computes ignore the flag.
+                name = layer + ("-prepack" if prepack and system != "automcl" else "")
+                work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name)
                 res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
                                  work_dir=work, threads=threads, settings=settings, progress=progress)
                 runs.append(res.to_json())
@@ -184,6 +189,9 @@ def _write(data, out_dir):
              f"(tvm_ttile {data['ttile_budget']}); seeds: tvm_ttile {data['seeds']}, TVM baselines "
              f"{data.get('baseline_seeds', data['seeds'])}; medians over seeds; measurement {data['measure']}; "
              f"versions {data['versions']}; {data['date']}.", "",
+             *(["Weights prepacked (--prepack): the TVM tuners' kernels read them packed once at build time, "
+                "untimed, as in a network; AutoMCL's computes and the libraries pack inside every call.", ""]
+               if data.get("prepack") else []),
              f"% of peak of each system's best, timed again side by side after tuning ({data.get('retime_rounds', 0)} "
              "round-robin rounds, median); in brackets the tuning wall time:", "", "| layer | " + " | ".join(systems) + " |",
              "|---|" + "---:|" * len(systems)]

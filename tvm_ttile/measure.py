@@ -22,6 +22,18 @@ def build_module(mod, target, _params=None):
     return tvm.compile(mod, target=target).mod  # the runtime Module, which f_export can export
 
 
+def timing_args(mod, seed: int = 0) -> list:
+    """Random tensors for every parameter of mod's main as build_module compiles it (prepacked weights in
+    their packed shape, the output included), for time_evaluator."""
+    import numpy as np
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(seed)
+    return [tvm.runtime.tensor(rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype), tvm.cpu())
+            for a in ArgInfo.from_entry_func(mod, remove_preproc=True)]
+
+
 @dataclasses.dataclass
 class Measurement:
     seconds: list  # one entry per repeat (each an average over `number` calls)

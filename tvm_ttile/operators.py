@@ -29,6 +29,7 @@ class Conv2d:
     N: int = 1
     name: str = ""
     dtype: str = "float32"
+    prepack: bool = False  # weights are a layer's constants (_prim_func)
 
     def __post_init__(self):
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
@@ -92,9 +93,7 @@ class Conv2d:
         return inp, wgt_in, out
 
     def prim_func(self, vector_lanes: int | None = None):
-        from tvm import te
-
-        return te.create_prim_func(list(self.te(vector_lanes)))
+        return _prim_func(self, vector_lanes)
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -133,6 +132,7 @@ class Matmul:
     dense: bool = False
     name: str = ""
     dtype: str = "float32"
+    prepack: bool = False  # weights are a layer's constants (_prim_func)
 
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
@@ -173,9 +173,7 @@ class Matmul:
         return a, b_in, c
 
     def prim_func(self, vector_lanes: int | None = None):
-        from tvm import te
-
-        return te.create_prim_func(list(self.te(vector_lanes)))
+        return _prim_func(self, vector_lanes)
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -186,6 +184,17 @@ class Matmul:
     def reference(self, a, b):
         b64 = b.astype(np.float64)
         return (a.astype(np.float64) @ (b64.T if self.dense else b64)).astype(np.float32)
+
+
+def _prim_func(operator, vector_lanes):
+    """With operator.prepack the weights are marked layout-free, as Relax marks a network's constant weights
+    (AttachAttrLayoutFreeBuffers): a tuned kernel may then read them in a packed layout made once at build
+    time (tvm_ttile's lowering.pack_weights, MetaSchedule's RewriteLayout) and timing leaves that packing out,
+    as in a compiled network. Verification still runs the packing, on weights in the operator's layout."""
+    from tvm import te
+
+    func = te.create_prim_func(list(operator.te(vector_lanes)))
+    return func.with_attr("layout_free_buffers", [1]) if operator.prepack else func
 
 
 def run_against_reference(operator, mod, target, seed: int = 7):

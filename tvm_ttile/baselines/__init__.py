@@ -16,7 +16,7 @@ import statistics
 import numpy as np
 
 from ..errors import TTileError
-from ..measure import MeasureSettings
+from ..measure import MeasureSettings, build_module, timing_args
 
 TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "automcl")
 LIBRARY_SYSTEMS = ("onednn", "onnxruntime", "numpy")
@@ -176,14 +176,12 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
 
             timers.append(lambda s=system: LIBRARIES[s](operator, threads)[1])
             continue
-        lib = tvm.compile(best_module(operator, work_dir, cpu, threads), target=target).mod
-        dev = tvm.cpu()
-        op = _dense(operator) if system == "automcl" else operator
-        args = [tvm.runtime.tensor(x, dev) for x in op.random_inputs()]
-        out = tvm.runtime.tensor(np.zeros(operator.output_shape, np.float32), dev)
-        f = lib.time_evaluator("main", dev, number=settings.number, repeat=settings.repeat,
+        mod = best_module(operator, work_dir, cpu, threads)
+        lib = build_module(mod, target)  # as tuned: prepacked weights are packed at build time, not timed
+        args = timing_args(mod)
+        f = lib.time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
                                min_repeat_ms=settings.min_repeat_ms)
-        timers.append(lambda f=f, args=args, out=out: statistics.median(f(*args, out).results))
+        timers.append(lambda f=f, args=args: statistics.median(f(*args).results))
     times = [[] for _ in entries]
     for _ in range(rounds):
         for i, timer in enumerate(timers):
