@@ -139,13 +139,13 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     task's best is checked against the untuned function before it is reported. With `prepack`, constant
     weights are packed for the kernels once at build time (build with the same `prepack`)."""
     from .microkernels.catalog import build_catalog
-    from .tune import TRIAL_LOG, run_tuner
+    from .tune import TRIAL_LOG, default_builder, default_runner, run_tuner
 
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
     database = open_database(work_dir)
     start = time.time()
-    results = []
+    results, measurer = [], {}  # one builder and runner for every task, made when first needed
     for i, task in enumerate(extract_tasks(mod, cpu, threads, prepack)):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
@@ -168,9 +168,11 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
         # whose candidates partly failed, is not searched again on every resume.
         todo = 0 if asked >= budget else max(budget - len(before), 0)
+        if todo and not measurer:
+            measurer = {"builder": default_builder(settings), "runner": default_runner(settings, threads)}
         tuning = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy, cost_model,
                            seed, settings, threads=threads, trials_per_iter=per_iter, progress=progress,
-                           verbose=verbose, label=f"{task.policy} {task.name}") if budget else 0.0
+                           verbose=verbose, label=f"{task.policy} {task.name}", **measurer) if budget else 0.0
         with open(asked_file, "w") as f:
             json.dump({"trials": max(asked, budget)}, f)
         results.append(_task_result(task, database, target, tuning))

@@ -127,12 +127,19 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
+def default_builder(settings: MeasureSettings):
+    return ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
+                                   timeout_sec=settings.timeout_sec)
+
+
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
-              runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning") -> float:
+              runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
+              builder=None) -> float:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy. Every measured candidate is
     appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
-    seconds spent in work_dir over all runs."""
+    seconds spent in work_dir over all runs. Pass one builder and runner to many calls: each new one starts a
+    worker process to check itself (about 4 s here)."""
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
@@ -141,8 +148,7 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
         recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), flops, start - offset, bar)
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
-                    builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
-                                                    timeout_sec=settings.timeout_sec),
+                    builder=builder or default_builder(settings),
                     runner=runner or default_runner(settings, threads), database=database, cost_model=cost_model,
                     measure_callbacks=callbacks, space=space, strategy=strategy, seed=seed,
                     num_tuning_cores=settings.build_workers)
