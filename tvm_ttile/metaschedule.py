@@ -26,6 +26,30 @@ from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
 from .space import Space
 
 
+def cpu_tensor_intrinsics_only() -> bool:
+    """Make `import tvm.s_tir.tensor_intrin` (which every TuneContext does) register the CPU intrinsics only.
+
+    The package's __init__ parses every target's TVMScript intrinsics: 30-65 s here, CUDA's about two thirds,
+    paid once per tuning process (ENVIRONMENT.md). Registered in its place: the package without its __init__,
+    plus its x86, arm_cpu and riscv_cpu modules (about 3 s), all MetaSchedule's CPU rules use. Other targets'
+    modules still import by name (`import tvm.s_tir.tensor_intrin.cuda`). Does nothing, and returns False, when
+    the package is already imported."""
+    import importlib
+    import importlib.util
+    import sys
+
+    import tvm.s_tir
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name in sys.modules:
+        return False
+    package = importlib.util.module_from_spec(importlib.util.find_spec(name))
+    sys.modules[name] = tvm.s_tir.tensor_intrin = package
+    for sub in ("x86", "arm_cpu", "riscv_cpu"):
+        importlib.import_module(f"{name}.{sub}")
+    return True
+
+
 def ttile_problem(mod, target):
     """(Problem, None) when tvm_ttile can tune `mod` (a conv2d_nhwc or matmul block, e.g. a Relax task),
     else (None, the reason)."""

@@ -25,7 +25,8 @@ from . import cpu as cpu_mod
 from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, build_module
-from .metaschedule import TTileSearch, TTileSpaceGenerator, open_database, prepare_logging
+from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsics_only, open_database,
+                           prepare_logging)
 from .operators import run_against_reference
 from .progress import Progress
 
@@ -140,6 +141,7 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
     appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
     seconds spent in work_dir over all runs. Pass one builder and runner to many calls: each new one starts a
     worker process to check itself (about 4 s here)."""
+    cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:

@@ -44,10 +44,10 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     import os
     import time
 
-    from ..measure import MeasureSettings, build_module
-    from ..metaschedule import prepare_logging
+    from ..measure import MeasureSettings
+    from ..metaschedule import cpu_tensor_intrinsics_only, prepare_logging
     from ..network import fuse
-    from ..tune import add_tuning_seconds, default_runner
+    from ..tune import add_tuning_seconds, default_builder, default_runner
 
     settings = settings or MeasureSettings()
     target = cpu.target(threads)
@@ -60,6 +60,7 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     start = time.time()
     if trials > done:
         prepare_logging()
+        cpu_tensor_intrinsics_only()
         fused = fuse(mod, target, prepack)
         # MetaSchedule's default of 64 trials per task iteration would leave tasks untuned (and unscheduled)
         # when the budget is below 64 per task: share it so that every task gets at least one iteration.
@@ -67,9 +68,8 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
         per_iter = min(64, max(8, trials // max(n_tasks, 1)))
         ms.relax_integration.tune_relax(
             fused, None, target, work_dir, max_trials_global=trials - done, num_trials_per_iter=per_iter,
-            builder=ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
-                                            timeout_sec=settings.timeout_sec),
-            runner=default_runner(settings, threads), database=database, seed=seed)
+            builder=default_builder(settings), runner=default_runner(settings, threads), database=database,
+            seed=seed)
         with open(asked_file, "w") as f:
             json.dump({"trials": trials}, f)
     return database, add_tuning_seconds(work_dir, time.time() - start)
