@@ -57,20 +57,32 @@ class MeasureSettings:
         return dataclasses.asdict(self)
 
 
+def default_builder(settings: MeasureSettings):
+    """MetaSchedule's LocalBuilder with build_module. Reuse one across tuning calls: each new builder (and
+    runner) starts a worker process to check itself (about 4 s here)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
+                                   timeout_sec=settings.timeout_sec)
+
+
+def default_runner(settings: MeasureSettings, threads: int = 1):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.runner.LocalRunner(
+        timeout_sec=settings.timeout_sec,
+        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
+                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
+    )
+
+
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None) -> list:
     """Build all `mods` (parallel), then time them one by one. Returns a Measurement per module;
     a failed build or run is reported in `error`, never dropped."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    builder = ms.builder.LocalBuilder(max_workers=settings.build_workers, timeout_sec=settings.timeout_sec,
-                                      f_build=build_module)
-    runner = ms.runner.LocalRunner(
-        timeout_sec=settings.timeout_sec,
-        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
-                                                   min_repeat_ms=settings.min_repeat_ms,
-                                                   enable_cpu_cache_flush=False),
-    )
+    builder, runner = default_builder(settings), default_runner(settings)
     results = []
     bar = progress or Progress(len(mods), "measuring")
     for start in range(0, len(mods), settings.chunk):

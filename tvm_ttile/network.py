@@ -139,7 +139,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     task's best is checked against the untuned function before it is reported. With `prepack`, constant
     weights are packed for the kernels once at build time (build with the same `prepack`)."""
     from .microkernels.catalog import build_catalog
-    from .tune import TRIAL_LOG, default_builder, default_runner, run_tuner
+    from .measure import default_builder, default_runner
+    from .tune import TRIAL_LOG, run_tuner
 
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)

@@ -24,7 +24,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from . import cpu as cpu_mod
 from .errors import TTileError
 from .lowering import scheme_of_schedule
-from .measure import MeasureSettings, build_module
+from .measure import MeasureSettings, default_builder, default_runner
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsics_only, open_database,
                            prepare_logging)
 from .operators import run_against_reference
@@ -75,14 +75,6 @@ class TuneResult:
         return d
 
 
-def default_runner(settings: MeasureSettings, threads: int = 1):
-    return ms.runner.LocalRunner(
-        timeout_sec=settings.timeout_sec,
-        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
-                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
-    )
-
-
 def rpc_runner(tracker_host: str, tracker_port: int, key: str, settings: MeasureSettings = MeasureSettings()):
     """Measure on the devices registered under `key` at an RPC tracker (TVM's way to spread measurement)."""
     return ms.runner.RPCRunner(
@@ -128,19 +120,13 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
-def default_builder(settings: MeasureSettings):
-    return ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
-                                   timeout_sec=settings.timeout_sec)
-
-
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
               builder=None) -> float:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy. Every measured candidate is
     appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
-    seconds spent in work_dir over all runs. Pass one builder and runner to many calls: each new one starts a
-    worker process to check itself (about 4 s here)."""
+    seconds spent in work_dir over all runs. Pass one builder and runner to many calls (default_builder)."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()

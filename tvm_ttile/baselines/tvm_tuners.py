@@ -44,10 +44,10 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     import os
     import time
 
-    from ..measure import MeasureSettings
+    from ..measure import MeasureSettings, default_builder, default_runner
     from ..metaschedule import cpu_tensor_intrinsics_only, prepare_logging
     from ..network import fuse
-    from ..tune import add_tuning_seconds, default_builder, default_runner
+    from ..tune import add_tuning_seconds
 
     settings = settings or MeasureSettings()
     target = cpu.target(threads)
