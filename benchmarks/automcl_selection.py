@@ -2,8 +2,9 @@
 dataset of shapes (the paper's design, FLOP-capped to fit the time budget), train the XGBoost classifier,
 report its held-out accuracy; and the REG tuner against random choice on the benchmark shapes.
 
-    python benchmarks/automcl_selection.py [--max-gflop 0.05] [--trials 6] [--sample 80]
-        -> benchmarks/results/automcl_selection.{md,json}   (the dataset is resumable: work/automcl_dataset.json)
+    python benchmarks/automcl_selection.py [--min-gflop 0] [--max-gflop 0.05] [--trials 6] [--sample 80]
+        [--out benchmarks/results/automcl_selection]  -> <out>.{md,json}
+The measured dataset is resumable and per CPU: benchmarks/work/automcl_dataset-<CPU cache key>.json.
 The trained classifier is kept in the CPU's cache directory, where `tvm-ttile tune --strategy automcl` finds it.
 """
 import argparse
@@ -57,7 +58,10 @@ def dataset_gflops(M, K, N, cache, target, trials, seed=0):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--min-gflop", type=float, default=0.0)
     ap.add_argument("--max-gflop", type=float, default=0.05)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "automcl_selection"),
+                    help="results prefix: <out>.md and <out>.json")
     ap.add_argument("--trials", type=int, default=6, help="random configurations per compute and shape")
     ap.add_argument("--limit", type=int, help="measure only the first N dataset shapes (a smoke run)")
     ap.add_argument("--sample", type=int, help="measure a random sample of N dataset shapes (seed 0)")
@@ -65,7 +69,7 @@ def main():
     args = ap.parse_args()
     cpu = detect_host()
     cache, target = CacheModel.of(cpu), cpu.target(1)
-    shapes, note = dataset_shapes(args.max_gflop)
+    shapes, note = dataset_shapes(args.max_gflop, min_gflop=args.min_gflop)
     if args.sample and args.sample < len(shapes):
         import random
 
@@ -73,7 +77,7 @@ def main():
         note += f", of which a random sample of {args.sample} measured"
     if args.limit:
         shapes, note = shapes[:args.limit], note + f", of which the first {args.limit} measured"
-    path = os.path.join(HERE, "work", "automcl_dataset.json")
+    path = os.path.join(HERE, "work", f"automcl_dataset-{cpu.cache_dir.name}.json")  # labels are this CPU's
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {}
     if os.path.exists(path):
@@ -97,7 +101,7 @@ def main():
     out = {"dataset": note, "trials_per_compute": args.trials, "peak_gflops": peak(cpu)["peak_gflops"],
            "wins": wins, "accuracy": clf["accuracy"], "relative_gflops": clf["relative_gflops"],
            "train": clf["train"], "test": clf["test"], "reg_vs_random": reg_vs_random}
-    with open(os.path.join(HERE, "results", "automcl_selection.json"), "w") as f:
+    with open(args.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
     lines = ["# AutoMCL: learned compute selection", "",
              f"Command: `python benchmarks/automcl_selection.py {' '.join(sys.argv[1:])}`; "
@@ -105,13 +109,14 @@ def main():
              f"Dataset: {note}; label = the compute whose best of {args.trials} random configurations "
              "(from its filtered space) is fastest.", "",
              f"Fastest compute per shape: {wins}.", "",
-             f"XGBoost classifier (log M, K, N): held-out accuracy **{100 * clf['accuracy']:.1f}%** on {clf['test']} "
-             f"shapes (trained on {clf['train']}); the chosen compute reaches {100 * clf['relative_gflops']:.1f}% "
-             f"of the best compute's GFLOPS on average. Kept in `{saved_to}`.", "",
+             f"XGBoost classifier (log M, K, N, M N, M K N): held-out accuracy **{100 * clf['accuracy']:.1f}%** on "
+             f"{clf['test']} shapes (fitted on the other {clf['train']}); there the chosen compute reaches "
+             f"{100 * clf['relative_gflops']:.1f}% of the best compute's GFLOPS on average. The kept classifier is "
+             f"fitted on all {clf['train'] + clf['test']} shapes: `{saved_to}`.", "",
              "REG vs random choice (RPMM, 16 trials, median of 3 seeds, GFLOPS):", "",
              "| shape | REG | random |", "|---|---:|---:|"]
     lines += [f"| {k} | {v['reg']:.1f} | {v['random']:.1f} |" for k, v in reg_vs_random.items()]
-    with open(os.path.join(HERE, "results", "automcl_selection.md"), "w") as f:
+    with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -23,7 +23,9 @@ def main(out_dir):
              f"From `{data['command']}` ({data['date']}); {data['machine']['cpu']}, {data['threads']} thread(s), "
              f"peak {peak:.1f} GFLOPS; {data['budget']} trials per tuner and shape (AutoMCL: shared among its six "
              "computes, so each variant's column is its best of its share). GFLOPS (% of peak). Variant columns are "
-             "tuning-time bests; the last four columns were timed again side by side.", "",
+             "tuning-time bests; the last four columns were timed again side by side."
+             + (" TTile and MetaSchedule read prepacked weights (packed once at build time, untimed); AutoMCL packs "
+                "inside the call, as in its paper; numpy packs in its BLAS call." if data.get("prepack") else ""), "",
              "| shape | " + " | ".join(names) + " | pick | pick / best variant | AutoMCL | TTile | MetaSchedule | "
              "numpy | best tvm_ttile / numpy |", "|---|" + "---:|" * (len(names) + 7)]
     picks_ok = picks = beats = shapes = 0

@@ -114,3 +114,31 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
     got = nw.run(nw.build_network(mod, db, host), x)
     ref = nw.run(nw.build_network(mod, None, host), x)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))
+
+
+def test_dense_layers_tuned_by_automcl_inside_a_network(host, tmp_path):
+    """dense="automcl": every dense shape is tuned by AutoMCL (verified against numpy), the network calls the
+    tuned kernels (epilogues left as elementwise tasks), the build matches the untuned one, and a rerun resumes."""
+    from tvm_ttile import network as nw
+    from tvm_ttile.automcl.network import apply_dense, dense_shapes
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.models.importers import load_model
+
+    net = load_model("mlp", input_shape=(2, 784))
+    mod = nw.prepare(net.mod)
+    assert dense_shapes(mod) == {(2, 784, 2048): 1, (2, 2048, 2048): 1, (2, 2048, 10): 1}
+    work = str(tmp_path / "mlp")
+    res = nw.tune_network(mod, host, work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    dense = [t for t in res.tasks if t.policy == "automcl"]
+    assert len(dense) == 3 and all(t.verified and t.gflops > 0 and t.trials == 6 for t in dense)
+    assert not [t for t in res.tasks if "matmul" in t.name]  # no matmul left for the other policies
+    rewritten, count = apply_dense(mod, work)
+    assert count == 3 and "automcl_dense_2x2048x2048" in [gv.name_hint for gv in rewritten.functions]
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work, host), x)
+    ref = nw.run(nw.build_network(mod, None, host), x)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))
+    again = nw.tune_network(mod, host, work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    assert [t.tuning_seconds for t in again.tasks if t.policy == "automcl"] == [t.tuning_seconds for t in dense]
+    with pytest.raises(TTileError, match="dense-layer policy 'blas'"):
+        nw.tune_network(mod, host, work, dense="blas")

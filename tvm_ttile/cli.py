@@ -184,7 +184,7 @@ def cmd_tune_model(args) -> int:
     libs = tuple(v for v in args.libraries.split(",") if v)
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
-                        prepack=not args.no_prepack)
+                        prepack=not args.no_prepack, dense=args.dense)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -258,7 +258,7 @@ def make_parser():
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it")
-    p.add_argument("model", help="resnet18, darknet19, tiny_resnet, or a path to an .onnx file")
+    p.add_argument("model", help="resnet18, darknet19, tiny_resnet, mlp, or a path to an .onnx file")
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
     p.add_argument("--other-trials", type=int, default=16,
@@ -272,6 +272,9 @@ def make_parser():
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
+                   help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
+                        "computes with the classifier's pick (--trials-per-task trials per shape)")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)

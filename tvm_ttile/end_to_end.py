@@ -24,7 +24,7 @@ ROUNDS, REPEATS = 3, 5
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True) -> dict:
+               prepack=True, dense="tvm_ttile") -> dict:
     from .baselines import libraries as libs
     from .models.importers import load_model
 
@@ -35,7 +35,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     mod = nw.prepare(net.mod)
     start = time.time()
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, progress=progress,
-                            verbose=verbose, prepack=prepack)
+                            verbose=verbose, prepack=prepack, dense=dense)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads, prepack)}
@@ -44,6 +44,9 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     notes, versions, ms_info = [], {}, None
     notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
                  "weights not prepacked (--no-prepack): kernels read the model's layout")
+    if dense == "automcl":
+        notes.append("dense layers tuned by AutoMCL (its computes pack inside the kernel, every call); their "
+                     "epilogues are separate elementwise tasks")
     if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
         metaschedule_trials = sum(t.trials for t in tuned.tasks)
     if metaschedule_trials:
@@ -82,7 +85,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
-        "other_trials": other_trials, "seed": seed, "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
+        "other_trials": other_trials, "dense": dense, "seed": seed,
+        "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
         "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
         "latency": {name: nw.spread(v) for name, v in latencies.items()}, "versions": versions,
         "tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks,

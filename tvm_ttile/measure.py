@@ -76,13 +76,15 @@ def default_runner(settings: MeasureSettings, threads: int = 1):
     )
 
 
-def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None) -> list:
+def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,
+                    runner=None) -> list:
     """Build all `mods` (parallel), then time them one by one. Returns a Measurement per module;
-    a failed build or run is reported in `error`, never dropped."""
+    a failed build or run is reported in `error`, never dropped. Pass a builder and runner to reuse them
+    across calls (default: new ones)."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    builder, runner = default_builder(settings), default_runner(settings)
+    builder, runner = builder or default_builder(settings), runner or default_runner(settings)
     results = []
     bar = progress or Progress(len(mods), "measuring")
     for start in range(0, len(mods), settings.chunk):

@@ -29,6 +29,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
+from .errors import TTileError
 from .measure import MeasureSettings
 from .metaschedule import TTileSearch, TTileSpaceGenerator, best_schedule, open_database, ttile_problem
 
@@ -88,9 +89,13 @@ def extract_tasks(mod, cpu=None, threads: int = 1, prepack: bool = True) -> list
 
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
+    from .automcl.network import MARK
+
     tasks = []
     for t in ms.relax_integration.extract_tasks(fuse(mod, target, prepack), target):
         task_mod = t.dispatched[0]
+        if MARK in (task_mod["main"].attrs or {}):
+            continue  # an AutoMCL kernel, tuned already (dense="automcl")
         problem, reason = ttile_problem(task_mod, target)
         if problem is not None:
             shape = problem.op + " " + ",".join(f"{d}{e}" for d, e in problem.sizes if e > 1)
@@ -130,23 +135,45 @@ class NetworkTuneResult:
         return dataclasses.asdict(self)
 
 
+DENSE_POLICIES = ("tvm_ttile", "automcl")
+
+
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
-                 verbose=False, prepack: bool = True) -> NetworkTuneResult:
+                 verbose=False, prepack: bool = True, dense: str = "tvm_ttile") -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
     task's best is checked against the untuned function before it is reported. With `prepack`, constant
-    weights are packed for the kernels once at build time (build with the same `prepack`)."""
+    weights are packed for the kernels once at build time (build with the same `prepack`). With
+    dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
+    trials per shape (automcl.network), and their epilogues become elementwise tasks."""
     from .microkernels.catalog import build_catalog
     from .measure import default_builder, default_runner
     from .tune import TRIAL_LOG, run_tuner
 
+    if dense not in DENSE_POLICIES:
+        raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
     database = open_database(work_dir)
     start = time.time()
     results, measurer = [], {}  # one builder and runner for every task, made when first needed
+    if dense == "automcl":
+        from .automcl.network import apply_dense, tune_dense
+
+        for (M, K, N), calls, saved in tune_dense(mod, cpu, work_dir, trials_per_task, threads, seed, settings):
+            flops, name, shape = 2.0 * M * K * N, f"automcl_dense_{M}x{K}x{N}", f"dense M{M},K{K},N{N}"
+            if "error" in saved:
+                results.append(TaskResult(name, "automcl", shape, calls, flops, float("nan"), 0.0, 0, 0.0, False,
+                                          float("nan"), [f"AutoMCL failed, left to the other policies: "
+                                                         f"{saved['error']}"]))
+                continue
+            results.append(TaskResult(
+                name, "automcl", shape, calls, flops, flops / (saved["gflops"] * 1e9), saved["gflops"],
+                len(saved["curve"]), saved["seconds"], saved["verified"], saved["max_abs_error"],
+                [f"compute {saved['compute']} {tuple(saved['config'])}; {saved['selected_by']}"]))
+        mod, _ = apply_dense(mod, work_dir)
     for i, task in enumerate(extract_tasks(mod, cpu, threads, prepack)):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
@@ -230,6 +257,9 @@ def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, pr
     if database is None:
         database = ms.database.MemoryDatabase()
     elif isinstance(database, (str, os.PathLike)):
+        from .automcl.network import apply_dense
+
+        mod, _ = apply_dense(mod, os.fspath(database))  # dense layers tuned by AutoMCL (dense="automcl")
         database = open_database(os.fspath(database))
 
     @tvm.transform.module_pass(opt_level=3)

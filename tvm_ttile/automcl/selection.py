@@ -17,14 +17,15 @@ PAPER_SIZES = (1, 8, 16, 64, 256, 1024, 4096)
 NAMES = list(COMPUTES)
 
 
-def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0) -> tuple:
-    """(shapes [(M, K, N)], note): the paper's grid and random shapes, without those above `max_gflop`."""
+def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0, min_gflop: float = 0.0) -> tuple:
+    """(shapes [(M, K, N)], note): the paper's grid and random shapes, without those above `max_gflop` (and
+    below `min_gflop`: tiny shapes are many, cheap to measure, and say little about the layers users tune)."""
     grid = list(itertools.product(PAPER_SIZES, repeat=3))
     rng = random.Random(seed)
     rand = [tuple(rng.randint(1, 4096) for _ in range(3)) for _ in range(extra)]
-    shapes = [s for s in grid + rand if 2 * math.prod(s) / 1e9 <= max_gflop and max(s) > 1]
-    note = (f"{len(shapes)} of {len(grid) + len(rand)} shapes ({len(grid)} grid + {len(rand)} random) at most "
-            f"{max_gflop} GFLOP each")
+    shapes = [s for s in grid + rand if min_gflop <= 2 * math.prod(s) / 1e9 <= max_gflop and max(s) > 1]
+    bounds = f"{min_gflop} to {max_gflop} GFLOP" if min_gflop else f"at most {max_gflop} GFLOP"
+    note = f"{len(shapes)} of {len(grid) + len(rand)} shapes ({len(grid)} grid + {len(rand)} random), {bounds} each"
     return shapes, note
 
 
@@ -33,8 +34,9 @@ def shape_features(M: int, K: int, N: int) -> list:
 
 
 def train_classifier(records, holdout: float = 0.25, seed: int = 0) -> dict:
-    """records: [((M, K, N), {compute: best GFLOPS})]. Returns the model, held-out accuracy (exact), and the
-    held-out mean of (GFLOPS of the chosen compute / GFLOPS of the best one)."""
+    """records: [((M, K, N), {compute: best GFLOPS})]. Returns the held-out accuracy (exact) and held-out mean
+    of (GFLOPS of the chosen compute / GFLOPS of the best one) of a model fitted on the rest, and "model":
+    the same fit on every record (the one to use: measured shapes are too few to leave a quarter out)."""
     import numpy as np
     import xgboost
 
@@ -49,13 +51,15 @@ def train_classifier(records, holdout: float = 0.25, seed: int = 0) -> dict:
         y = np.array([NAMES.index(max(g, key=g.get)) for _, g in rows])
         return x, y
 
-    x, y = xy(train)
-    model = xgboost.train({"objective": "multi:softmax", "num_class": len(NAMES), "max_depth": 4, "eta": 0.3,
-                           "seed": seed, "nthread": 1}, xgboost.DMatrix(x, label=y), num_boost_round=60)
+    def fit(rows):
+        x, y = xy(rows)
+        return xgboost.train({"objective": "multi:softmax", "num_class": len(NAMES), "max_depth": 4, "eta": 0.3,
+                              "seed": seed, "nthread": 1}, xgboost.DMatrix(x, label=y), num_boost_round=60)
+
     tx, ty = xy(test)
-    pred = model.predict(xgboost.DMatrix(tx)).astype(int)
+    pred = fit(train).predict(xgboost.DMatrix(tx)).astype(int)
     quality = [g[NAMES[p]] / max(g.values()) for p, (_, g) in zip(pred, test)]
-    return {"model": model, "accuracy": float(np.mean(pred == ty)), "relative_gflops": float(np.mean(quality)),
+    return {"model": fit(records), "accuracy": float(np.mean(pred == ty)), "relative_gflops": float(np.mean(quality)),
             "train": len(train), "test": len(test)}
 
 
@@ -95,5 +99,5 @@ def load_classifier(cpu):
     model.load_model(str(path))
     with open(str(path) + ".meta") as f:
         meta = json.load(f)
-    return model, (f"classifier trained on {meta['train']} shapes ({meta['dataset']}), held-out accuracy "
-                   f"{100 * meta['accuracy']:.0f}%")
+    return model, (f"classifier fitted on {meta['train'] + meta['test']} shapes ({meta['dataset']}), held-out "
+                   f"accuracy {100 * meta['accuracy']:.0f}% ({meta['test']} shapes left out of a fit on the rest)")

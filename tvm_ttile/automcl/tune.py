@@ -53,13 +53,13 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto
     else:
         computes = list(COMPUTES)
         how = ("all computes; " if selected else "all computes: ") + how
-    start, per, best, curve = time.time(), {}, None, []
+    start, per, best, curve, measurer = time.time(), {}, None, [], {}  # one builder and runner for every compute
     for compute in computes:
         space = build_space(compute, M, N, K, cache, threads)["configs"]
         if not space:
             per[compute] = {"gflops": 0.0, "trials": 0, "space": 0}
             continue
-        timed = measure_configs(compute, M, N, K, target, settings)
+        timed = measure_configs(compute, M, N, K, target, settings, measurer)
 
         def measure(configs, timed=timed):
             secs = timed(configs)

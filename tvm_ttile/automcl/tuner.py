@@ -54,16 +54,20 @@ def auto_config(compute, configs, measure, trials: int, cache: CacheModel, batch
     return done
 
 
-def measure_configs(compute, M, N, K, target, settings=None):
+def measure_configs(compute, M, N, K, target, settings=None, measurer=None):
     """A `measure` function for auto_config: schedule each configuration, build and time it through
-    MetaSchedule's builder and runner (measure.measure_modules)."""
-    from ..measure import MeasureSettings, measure_modules
+    MetaSchedule's builder and runner (measure.measure_modules). `measurer`: a dict that keeps the builder
+    and runner between batches (and computes, when shared): each new pair costs seconds to start."""
+    from ..measure import MeasureSettings, default_builder, default_runner, measure_modules
     from .computes import schedule
 
     settings = settings or MeasureSettings()
+    measurer = {} if measurer is None else measurer
 
     def measure(configs):
-        results = measure_modules([schedule(compute, M, N, K, c) for c in configs], target, settings)
+        if not measurer:
+            measurer.update(builder=default_builder(settings), runner=default_runner(settings))
+        results = measure_modules([schedule(compute, M, N, K, c) for c in configs], target, settings, **measurer)
         return [r.median for r in results]
 
     return measure

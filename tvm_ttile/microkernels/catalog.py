@@ -128,7 +128,7 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
                   settings=None, path=None, chunk: int = 32) -> Catalog:
     """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few)."""
     from .. import cpu as cpu_mod
-    from ..measure import MeasureSettings, measure_modules
+    from ..measure import MeasureSettings, default_builder, default_runner, measure_modules
     from ..progress import Progress
     from . import family, intrin
 
@@ -154,12 +154,13 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     target = cpu.target(1)
     bar = Progress(len(todo), f"{op} microkernels")
     entries = [done[mk.text] for mk in cands if mk.text in done]
+    measurer = {"builder": default_builder(settings), "runner": default_runner(settings)} if todo else {}
     for i in range(0, len(todo), chunk):
         part = todo[i:i + chunk]
         # Repeat the tile so one timed call does ~2 MFLOP: call overhead stays negligible.
         reps = [max(1, math.ceil(2e6 / mk.flops)) for mk in part]
         mods = [intrin.tensorized_tile(mk, rep) for mk, rep in zip(part, reps)]
-        for mk, rep, m in zip(part, reps, measure_modules(mods, target, settings, progress=bar)):
+        for mk, rep, m in zip(part, reps, measure_modules(mods, target, settings, progress=bar, **measurer)):
             gflops = mk.flops * rep / m.median / 1e9 if m.median else None
             entries.append({"text": mk.text, "gflops": gflops,
                             "percent_of_peak": 100 * gflops / peak if gflops else None,

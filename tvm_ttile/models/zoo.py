@@ -45,8 +45,16 @@ def tiny_resnet(b, x):
     return b.dense(b.global_avgpool(x), 10)
 
 
+def mlp(b, x):
+    """A fully connected classifier, 784-2048-2048-10 with ReLU (the kind of network AutoMCL's dense layers
+    come from); batch 16 by default."""
+    x = b.relu(b.dense(x, 2048))
+    x = b.relu(b.dense(x, 2048))
+    return b.dense(x, 10)
+
+
 MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
-          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32))}
+          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784))}
 
 
 def get_model(name: str):
@@ -140,7 +148,7 @@ def to_torch(name: str, seed: int = 0):
     import torch
     import torch.nn.functional as F
 
-    definition, _ = get_model(name)
+    definition, default_shape = get_model(name)
 
     class TorchBuilder:
         def __init__(self, params):
@@ -173,7 +181,7 @@ def to_torch(name: str, seed: int = 0):
     from onnx import numpy_helper
 
     b = OnnxBuilder(seed)  # the same random stream as to_onnx: initializers come in definition order
-    definition(b, ("input", 3))
+    definition(b, ("input", default_shape[1]))
     arrays = [numpy_helper.to_array(t) for t in b.inits]
 
     class ZooModel(torch.nn.Module):
