@@ -27,8 +27,12 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
     onnx.checker.check_model(zoo.to_onnx(name))
     net = load_model(name)
     tasks = nw.extract_tasks(nw.prepare(net.mod), host)
-    convs = [t for t in tasks if t.policy == "tvm_ttile"]
-    assert all(t.shape.startswith("conv2d") for t in convs)
+    convs = [t for t in tasks if t.policy == "tvm_ttile" and t.shape.startswith("conv2d")]
+    dense = [t for t in tasks if t.policy == "tvm_ttile" and not t.shape.startswith("conv2d")]
+    # A dense layer is tvm_ttile's when N is whole vectors (1000 classes: with 8 lanes, not with 16)
+    assert all(t.shape.startswith("matmul") for t in dense)
+    if name == "resnet18":
+        assert len(dense) == (1000 % host.lanes == 0)
     others = [t for t in tasks if t.policy != "tvm_ttile"]
     assert all(t.reason for t in others)  # every task left to MetaSchedule says why
     if name == "resnet18":
