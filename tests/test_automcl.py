@@ -103,8 +103,21 @@ def test_compute_classifier_learns_a_rule_and_reports_held_out_accuracy():
         return {c: (10.0 if c == ("DNMM" if m <= 16 else "RPMM") else 5.0) for c in NAMES}
 
     result = train_classifier([((m, k, n), gflops(m, k, n)) for m, k, n in shapes])
-    assert result["accuracy"] >= 0.9 and result["relative_gflops"] >= 0.95
+    assert result["computes"] == ["DNMM", "RPMM"]  # the only ones ever the best
+    assert result["accuracy"] >= 0.9 and result["within_10"] >= 0.9 and result["relative_gflops"] >= 0.95
     assert select(result["model"], 4, 512, 512) == "DNMM" and select(result["model"], 512, 512, 512) == "RPMM"
+
+
+def test_candidate_computes_are_those_alone_the_best_on_five_percent():
+    from tvm_ttile.automcl.selection import NAMES, candidate_computes
+
+    def row(**g):
+        return ((64, 64, 64), {c: g.get(c, 1.0) for c in NAMES})
+
+    rows = [row(RPMM=10.0)] * 15 + [row(DPMM=10.0)] * 4 + [row(TTMM=10.0)] * 1
+    rows += [row(DNMM=10.0, LPMM=9.9)] * 5  # near-ties (within 2%) make neither one a candidate
+    assert candidate_computes(rows) == ["RPMM", "DPMM"]  # TTMM: 1 of 25 shapes = 4%
+    assert candidate_computes(rows + [row(TTMM=10.0)]) == ["TTMM", "RPMM", "DPMM"]  # 2 of 26 = 7.7%
 
 
 def test_tune_automcl_on_a_small_dense_layer(host):
@@ -117,6 +130,30 @@ def test_tune_automcl_on_a_small_dense_layer(host):
     assert set(res.per_compute) == set(COMPUTES) and all(v["trials"] == 2 for v in res.per_compute.values())
     with pytest.raises(TTileError, match="dense"):
         tune_automcl(Matmul(M=8, N=64, K=32), host, trials=6)
+
+
+def test_interrupted_automcl_run_keeps_each_finished_compute(host, tmp_path, monkeypatch):
+    from tvm_ttile.automcl import tune as automcl_tune
+    from tvm_ttile.operators import Matmul
+
+    op = Matmul(M=8, N=64, K=32, dense=True, name="tiny")
+    real, calls = automcl_tune.measure_configs, []
+
+    def measure_until_third(compute, *a, **k):
+        calls.append(compute)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the run is stopped while the third compute is being tuned
+        return real(compute, *a, **k)
+
+    monkeypatch.setattr(automcl_tune, "measure_configs", measure_until_third)
+    with pytest.raises(KeyboardInterrupt):
+        automcl_tune.tune_automcl(op, host, trials=12, classifier=None, work_dir=str(tmp_path))
+    calls.clear()
+    monkeypatch.setattr(automcl_tune, "measure_configs", lambda compute, *a, **k: calls.append(compute) or real(
+        compute, *a, **k))
+    res = automcl_tune.tune_automcl(op, host, trials=12, classifier=None, work_dir=str(tmp_path))
+    assert calls == list(COMPUTES)[2:]  # the two finished computes are not measured again
+    assert res.verified and all(v["trials"] == 2 for v in res.per_compute.values()) and len(res.curve) == 12
 
 
 def test_trained_classifier_is_kept_per_cpu_and_picks_the_compute(host, tmp_path, monkeypatch):
@@ -132,7 +169,7 @@ def test_trained_classifier_is_kept_per_cpu_and_picks_the_compute(host, tmp_path
     rows = [((m, k, n), {c: 10.0 if c == "TMM" else 5.0 for c in COMPUTES}) for m, k, n in shapes]
     save_classifier(host, train_classifier(rows), note)
     model, how = load_classifier(host)
-    assert model is not None and "held-out accuracy 100%" in how
+    assert model is not None and "exact 100%" in how and model.computes == ["TMM"]
     op = Matmul(M=8, N=64, K=32, dense=True, name="tiny")
     res = tune_automcl(op, host, trials=3)
     assert res.selected == "TMM" and list(res.per_compute) == ["TMM"] and res.verified

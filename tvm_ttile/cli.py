@@ -147,7 +147,7 @@ def _tune_automcl(op, cpu, args) -> int:
 
     from .automcl.tune import tune_automcl
 
-    res = tune_automcl(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads)
+    res = tune_automcl(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir)
     if args.json:
         print(json.dumps(dataclasses.asdict(res), indent=1))
         return 0 if res.verified else 1
@@ -157,6 +157,8 @@ def _tune_automcl(op, cpu, args) -> int:
         print(f"  {compute:5s} {v['gflops']:7.1f} GFLOPS  {v['trials']:3d} trials of a {v['space']}-configuration space")
     print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e}); "
           f"{res.seconds:.0f} s")
+    if args.work_dir:
+        print(f"records  {args.work_dir} (each compute's measurements; rerun with --work-dir to resume)")
     return 0 if res.verified else 1
 
 

@@ -70,6 +70,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
             notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
             continue
         timers[lib] = lambda fn=fn: fn()[1]
+    inside = nw.profile(systems["tvm_ttile"], x)  # where the tuned network's time goes, call by call
     latencies = {name: [] for name in timers}
     for _ in range(ROUNDS):  # round-robin, so that a disturbed moment hits every system alike
         for name, timer in timers.items():
@@ -92,7 +93,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks,
         "correct": all(err <= TOLERANCE * scale for err in checks.values()) and all(t.verified for t in tuned.tasks
                                                                                    if t.trials),
-        "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M")}
+        "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
+        "in_network": _in_network(tuned.tasks, inside)}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
     with open(os.path.join(work_dir, "report.json"), "w") as f:
@@ -100,6 +102,21 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     with open(os.path.join(work_dir, "report.md"), "w") as f:
         f.write(format_report(report))
     return report
+
+
+def _in_network(tasks, inside) -> dict:
+    """Each task's ms per inference inside the running network (build_network may suffix a function's name,
+    e.g. _prepacked), and the VM's own calls (allocation, shape checks) together."""
+    calls = dict(inside["calls"])
+    per_task = {}
+    for t in tasks:
+        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in calls), None)
+        if symbol is not None:
+            per_task[t.name] = calls.pop(symbol)["ms"]
+    vm_ms = sum(c["ms"] for s, c in calls.items() if s.startswith("vm."))
+    other = {s: c["ms"] for s, c in calls.items() if not s.startswith("vm.")}
+    return {"total_ms": inside["total_ms"], "tasks_ms": per_task, "vm_builtins_ms": vm_ms, "other_ms": other,
+            "repeats": inside["repeats"]}
 
 
 def _vm_latencies(vm, x):
@@ -116,14 +133,26 @@ def format_report(r) -> str:
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
              f"trials per conv2d/matmul task, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({r['wall_seconds']:.0f} s wall in this run, resumed runs add up).", "",
-             "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | trials | verified |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
+             "trials | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    inside = r.get("in_network") or {"tasks_ms": {}}
     for t in sorted(r["tasks"], key=lambda t: -(t["seconds"] * t["weight"] if t["trials"] else 0)):
         share = 100 * t["seconds"] * t["weight"] / total if t["trials"] and total else float("nan")
+        in_net = inside["tasks_ms"].get(t["name"])
         lines.append(f"| {t['name']} | {t['policy']} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
-                     f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | {t['trials']} | "
-                     f"{'yes' if t['verified'] else 'NO'} |")
-    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as timed alone).", "",
+                     f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
+                     f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
+                     + f" | {t['trials']} | {'yes' if t['verified'] else 'NO'} |")
+    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as timed alone, hot, as "
+                  "tuning times them). ms alone: that time x calls; ms in network: the same functions timed inside "
+                  "the running tvm_ttile network (per inference, all calls; median of "
+                  f"{inside.get('repeats', 0)} inferences, the VM's instrument hook)."]
+    if inside.get("total_ms"):
+        lines += ["", f"Inside the network: tasks {sum(inside['tasks_ms'].values()):.2f} ms, VM builtins (allocation, "
+                      f"checks) {inside['vm_builtins_ms']:.2f} ms, other functions "
+                      f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference {inside['total_ms']:.2f} ms; "
+                      f"the tasks alone, hot, add up to {total * 1e3:.2f} ms."]
+    lines += ["",
               f"End-to-end latency (ms; {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
     mine = r["latency"]["tvm_ttile"]["median_ms"]

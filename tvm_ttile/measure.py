@@ -94,7 +94,7 @@ def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(),
             if b.error_msg:
                 results.append(Measurement([], f"build failed: {b.error_msg}"))
             else:
-                args = ArgInfo.from_prim_func(mod["main"])
+                args = ArgInfo.from_entry_func(mod, remove_preproc=True)  # as build_module compiled it
                 (future,) = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])
                 res = future.result()
                 if res.error_msg:

@@ -51,7 +51,7 @@ def tune_dense(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None) -> 
             op = Matmul(M, N, K, dense=True, name=f"dense_{M}x{K}x{N}")
             try:
                 res = tune_automcl(op, cpu, trials=trials, seed=seed, settings=settings or MeasureSettings(),
-                                   threads=threads)
+                                   threads=threads, work_dir=os.path.join(work_dir, DIR, f"{M}x{K}x{N}"))
             except TTileError as e:  # reported, and the layer stays with the network's other policies
                 out.append(((M, K, N), calls, {"error": str(e)}))
                 continue

@@ -33,9 +33,10 @@ class AutoMCLResult:
 
 def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto", model: str = "reg",
                  settings: MeasureSettings = MeasureSettings(), threads: int = 1,
-                 all_computes: bool = False) -> AutoMCLResult:
-    """classifier: "auto" (this CPU's trained one, if any), an xgboost Booster, or None. all_computes: tune
-    every compute anyway (to compare the pick with the best compute)."""
+                 all_computes: bool = False, work_dir: str | None = None) -> AutoMCLResult:
+    """classifier: "auto" (this CPU's trained one, if any), a selection.ComputeClassifier, or None.
+    all_computes: tune every compute anyway (to compare the pick with the best compute). work_dir: each
+    compute's measurements are kept there as it finishes, and a rerun with the same trials reuses them."""
     from .. import cpu as cpu_mod
     from .selection import load_classifier, select
 
@@ -54,20 +55,32 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto
         computes = list(COMPUTES)
         how = ("all computes; " if selected else "all computes: ") + how
     start, per, best, curve, measurer = time.time(), {}, None, [], {}  # one builder and runner for every compute
+    done = _load_partial(work_dir, trials, model, seed)
     for compute in computes:
         space = build_space(compute, M, N, K, cache, threads)["configs"]
         if not space:
             per[compute] = {"gflops": 0.0, "trials": 0, "space": 0}
             continue
-        timed = measure_configs(compute, M, N, K, target, settings, measurer)
+        if compute in done:  # measured by an earlier, interrupted run
+            runs = [(tuple(c), s) for c, s in done[compute]["runs"]]
+            spent = time.time() - start
+            curve += [(len(curve) + 1, spent + t, g) for t, g in done[compute]["curve"]]
+            start -= done[compute]["seconds"]
+        else:
+            timed = measure_configs(compute, M, N, K, target, settings, measurer)
+            began, first = time.time(), len(curve)
 
-        def measure(configs, timed=timed):
-            secs = timed(configs)
-            for t in secs:
-                curve.append((len(curve) + 1, time.time() - start, op.flops / t / 1e9 if t else None))
-            return secs
+            def measure(configs, timed=timed):
+                secs = timed(configs)
+                for t in secs:
+                    curve.append((len(curve) + 1, time.time() - start, op.flops / t / 1e9 if t else None))
+                return secs
 
-        runs = auto_config(compute, space, measure, max(1, trials // len(computes)), cache, model=model, seed=seed)
+            runs = auto_config(compute, space, measure, max(1, trials // len(computes)), cache, model=model,
+                               seed=seed)
+            done[compute] = {"runs": runs, "seconds": time.time() - began,
+                             "curve": [(t - (began - start), g) for _, t, g in curve[first:]]}
+            _save_partial(work_dir, trials, model, seed, done)
         ok = [(c, s) for c, s in runs if s]
         g = op.flops / min(s for _, s in ok) / 1e9 if ok else 0.0
         per[compute] = {"gflops": g, "trials": len(runs), "space": len(space)}
@@ -76,8 +89,32 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto
     if best is None:
         raise TTileError(f"no AutoMCL configuration of {op} built and ran")
     compute, config, g = best
-    ok, err = verify(op, schedule(compute, M, N, K, config), target)
+    ok, err = verify(op, schedule(compute, M, N, K, tuple(config)), target)
     peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
     return AutoMCLResult(op.name or repr(op), compute, config, g, 100 * g / peak, per, how, selected,
                          time.time() - start, ok, err, curve)
 
+
+PARTIAL_FILE = "automcl_partial.json"  # per compute: its measured configurations, as each compute finishes
+
+
+def _load_partial(work_dir, trials, model, seed) -> dict:
+    import json
+    import os
+
+    path = os.path.join(work_dir, PARTIAL_FILE) if work_dir else None
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        saved = json.load(f)
+    return saved["computes"] if saved["key"] == [trials, model, seed] else {}
+
+
+def _save_partial(work_dir, trials, model, seed, done) -> None:
+    import json
+    import os
+
+    if work_dir:
+        os.makedirs(work_dir, exist_ok=True)
+        with open(os.path.join(work_dir, PARTIAL_FILE), "w") as f:
+            json.dump({"key": [trials, model, seed], "computes": done}, f)

@@ -128,7 +128,7 @@ def _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings) -> Sy
     if saved is None or saved["trials_asked"] != trials:
         # Every compute, so that the table can set the classifier's pick against the best compute.
         res = tune_automcl(_dense(operator), cpu, trials=trials, seed=seed, settings=settings, threads=threads,
-                           all_computes=True)
+                           all_computes=True, work_dir=work_dir)
         saved = dict(dataclasses.asdict(res), trials_asked=trials)
         os.makedirs(work_dir, exist_ok=True)
         with open(path, "w") as f:
