@@ -13,7 +13,8 @@ import os
 import statistics
 import sys
 
-from tvm_ttile.automcl.selection import NAMES, dataset_shapes, save_classifier, train_classifier
+from tvm_ttile.automcl.selection import (NAMES, dataset_shapes, layer_band_shapes, save_classifier,
+                                         train_classifier)
 from tvm_ttile.automcl.space import CacheModel, build_space
 from tvm_ttile.automcl.tuner import auto_config, measure_configs
 from tvm_ttile.cpu import detect_host, peak
@@ -66,6 +67,8 @@ def main():
     ap.add_argument("--limit", type=int, help="measure only the first N dataset shapes (a smoke run)")
     ap.add_argument("--sample", type=int, help="measure a random sample of N dataset shapes (seed 0)")
     ap.add_argument("--reg-shapes", type=int, default=4, help="benchmark shapes for REG vs random")
+    ap.add_argument("--layer-band", type=int, default=0,
+                    help="add N random shapes from the band dense layers live in (selection.layer_band_shapes)")
     args = ap.parse_args()
     cpu = detect_host()
     cache, target = CacheModel.of(cpu), cpu.target(1)
@@ -77,6 +80,11 @@ def main():
         note += f", of which a random sample of {args.sample} measured"
     if args.limit:
         shapes, note = shapes[:args.limit], note + f", of which the first {args.limit} measured"
+    if args.layer_band:
+        bench = {(op.M, op.K, op.N) for op in matmul_shapes().values()}
+        shapes += layer_band_shapes(args.layer_band, args.max_gflop, exclude=bench)
+        note += (f"; plus {args.layer_band} random shapes of the band dense layers live in (M 16-512, K and N "
+                 "256-4096), none of the benchmark shapes")
     path = os.path.join(HERE, "work", f"automcl_dataset-{cpu.cache_dir.name}.json")  # labels are this CPU's
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {}
@@ -115,10 +123,11 @@ def main():
              f"(fitted on the other {clf['train']}): the pick is the fastest of all six computes on "
              f"**{100 * clf['accuracy']:.1f}%**, within 10% of it on **{100 * clf['within_10']:.1f}%**, and reaches "
              f"{100 * clf['relative_gflops']:.1f}% of its GFLOPS on average. The kept classifier is fitted on all "
-             f"{clf['train'] + clf['test']} shapes: `{saved_to}`.", "",
-             "REG vs random choice (RPMM, 16 trials, median of 3 seeds, GFLOPS):", "",
-             "| shape | REG | random |", "|---|---:|---:|"]
-    lines += [f"| {k} | {v['reg']:.1f} | {v['random']:.1f} |" for k, v in reg_vs_random.items()]
+             f"{clf['train'] + clf['test']} shapes: `{saved_to}`."]
+    if reg_vs_random:
+        lines += ["", "REG vs random choice (RPMM, 16 trials, median of 3 seeds, GFLOPS):", "",
+                  "| shape | REG | random |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v['reg']:.1f} | {v['random']:.1f} |" for k, v in reg_vs_random.items()]
     with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -2,7 +2,9 @@
 per shape, every AutoMCL compute variant's best, the classifier's pick, the TTile space, MetaSchedule and
 numpy, in GFLOPS and % of peak; and the two counts the issue asks for.
 
-    python benchmarks/automcl_table.py [benchmarks/results/automcl_matmul]  -> <dir>/automcl_table.md
+    python benchmarks/automcl_table.py [benchmarks/results/automcl_matmul_zen3]  -> <dir>/automcl_table.md
+    python benchmarks/automcl_table.py DIR --repick   -> <dir>/automcl_table_repicked.md: the picks of this CPU's
+        classifier as it is now (e.g. retrained after the run), on the variants the run measured
 """
 import json
 import os
@@ -16,7 +18,7 @@ from tvm_ttile.cpu import detect_host
 from tvm_ttile.operators import matmul_shapes
 
 
-def main(out_dir):
+def main(out_dir, repick=False):
     with open(os.path.join(out_dir, "compare.json")) as f:
         data = json.load(f)
     summ, peak = summary(data), data["peak_gflops"] * data["threads"]
@@ -41,8 +43,8 @@ def main(out_dir):
             with open(os.path.join(work, AUTOMCL_FILE)) as f:
                 saved = json.load(f)
         per = {c: v["gflops"] for c, v in saved.get("per_compute", {}).items()}
-        pick = saved.get("selected")
-        if pick is None and classifier is not None and per:  # tuned before a classifier existed: ask it now
+        pick = None if repick else saved.get("selected")
+        if pick is None and classifier is not None and per:  # tuned before this classifier existed: ask it now
             op = shapes[layer]
             pick, picked_later = select(classifier, op.M, op.K, op.N), picked_later + 1
         ratio = per.get(pick, 0) / max(per.values()) if pick and per and max(per.values()) else None
@@ -59,14 +61,16 @@ def main(out_dir):
     unpicked = len(summ) - picks
     lines += ["", f"The classifier's pick is within 10% of the best variant on **{picks_ok} of {picks}** shapes"
               + (f" ({unpicked} without a pick: no trained classifier)." if unpicked else ".")
-              + (f" On {picked_later} shapes, tuned before the classifier was trained, the pick is this CPU's "
-                 f"classifier's now ({how})." if picked_later else ""),
+              + (f" On {picked_later} shapes the pick is asked now of this CPU's classifier, trained after the "
+                 f"run ({how}); the variants' GFLOPS are the run's." if picked_later else ""),
               f"tvm_ttile's best (TTile space or AutoMCL) is at least as fast as numpy on **{beats} of {n_shapes}** "
               "shapes."]
-    with open(os.path.join(out_dir, "automcl_table.md"), "w") as f:
+    with open(os.path.join(out_dir, "automcl_table_repicked.md" if repick else "automcl_table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "automcl_matmul"))
+    args = [a for a in sys.argv[1:] if a != "--repick"]
+    main(args[0] if args else os.path.join(os.path.dirname(__file__), "results", "automcl_matmul_zen5"),
+         repick="--repick" in sys.argv)

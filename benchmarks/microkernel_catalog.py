@@ -1,6 +1,6 @@
 """Build the microkernel catalogs and record them in benchmarks/results/.
 
-    python benchmarks/microkernel_catalog.py [--isa avx2 avx512] [--rebuild]
+    python benchmarks/microkernel_catalog.py [--isa avx2 avx512] [--rebuild] [--tag zen3]
 
 For each ISA the host can run: the measured peak, every candidate's GFLOPS and % of peak (1 thread),
 the kept microkernels, their classes, two-microkernel coverage, and the Fig. 6-style heat maps.
@@ -32,10 +32,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--isa", nargs="*", default=None, help="ISAs to measure (default: every one the host runs)")
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--tag", default="", help="suffix of the result files, e.g. the machine (microkernels_avx2_zen3.md)")
     args = ap.parse_args()
     isas = args.isa or [i for i in ("avx2", "avx512", "neon") if cpu_mod._runs_here(i)]
     os.makedirs(RESULTS, exist_ok=True)
     command = "python benchmarks/microkernel_catalog.py " + " ".join(sys.argv[1:])
+    suffix = f"_{args.tag}" if args.tag else ""
     for isa in isas:
         cpu = cpu_mod.detect_host(isa)
         peak = cpu_mod.peak(cpu, rebuild=args.rebuild)
@@ -50,7 +52,7 @@ def main():
             cat = build_catalog(cpu, op, rebuild=args.rebuild)
             data, tab = table(cat)
             best = cat.best()
-            base = f"microkernels_{op}_{isa}"
+            base = f"microkernels_{op}_{isa}{suffix}"
             write_heatmap(cat, os.path.join(RESULTS, base + ".png"))
             shutil.copy(catalog_path(cpu, op), os.path.join(RESULTS, base + ".json"))
             md += [f"## {op}", "",
@@ -65,7 +67,7 @@ def main():
                                                if cov["uncovered_at_or_above_8"] else ""))
             md += ["", f"![heat map]({base}.png)", "", tab, "",
                    f"Full data (every candidate, classes): `{base}.json`.", ""]
-        with open(os.path.join(RESULTS, f"microkernels_{isa}.md"), "w") as f:
+        with open(os.path.join(RESULTS, f"microkernels_{isa}{suffix}.md"), "w") as f:
             f.write("\n".join(md))
         print("\n".join(md))
 

@@ -79,6 +79,20 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     assert len(tuned) == 6 and all(t["trials"] == 2 and t["verified"] and t["gflops"] > 0 for t in tuned)
     assert all(t["trials"] == 0 and t["notes"] for t in report["tasks"] if t["policy"] != "tvm_ttile")
     assert report["latency"]["tvm_ttile"]["median_ms"] > 0 and (work / "report.md").exists()
+    # Where the time goes inside the running network: every tuned task is found among the VM's calls.
+    assert set(report["in_network"]["tasks_ms"]) >= {t["name"] for t in tuned}
+    assert "ms in network" in (work / "report.md").read_text()
+    # A task with the same conv2d as one tuned before it (another epilogue) first measures that one's schemes.
+    seen, twins = {}, 0
+    for i, t in enumerate(report["tasks"]):
+        if t["policy"] == "tvm_ttile":
+            with open(work / "tasks" / f"{i:02d}-{t['name']}" / "ttile_trials.jsonl") as f:
+                drawn = [e["scheme"] for e in map(json.loads, f) if e["scheme"]]
+            if t["shape"] in seen:
+                twins += 1
+                assert drawn[0] in seen[t["shape"]]
+            seen.setdefault(t["shape"], []).extend(drawn)
+    assert twins >= 1
     # Resumed: the database already holds 2 trials per task, so nothing is measured again.
     mod = nw.prepare(load_model("tiny_resnet").mod)
     again = nw.tune_network(mod, work_dir=str(work), trials_per_task=2, other_trials=0, progress=False)

@@ -23,6 +23,7 @@ from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchSt
 from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
 
 from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
+from .scheme import Scheme
 from .space import Space
 
 
@@ -88,11 +89,13 @@ class TTileSearch(PySearchStrategy):
 
     kept: the catalog microkernels to draw from; by default the target CPU's catalog (built if missing).
     Schemes already in the database for this workload are not measured again (resumed runs).
+    first: scheme texts to measure before drawing (e.g. the best of a task with the same operator and sizes).
     """
 
     def __init__(self, sampler: str = "ttile", seed: int = 0, kept=None, threshold: float = 0.80, threads=None,
-                 trial_log: str | None = None, fallback=(), sampler_options: dict | None = None):
+                 trial_log: str | None = None, fallback=(), sampler_options: dict | None = None, first=()):
         self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
+        self.first = list(first)
         self.fallback = list(fallback)  # measured microkernels below the threshold, best first
         self.sampler_options = dict(sampler_options or {})
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
@@ -143,14 +146,12 @@ class TTileSearch(PySearchStrategy):
                 with open(self.trial_log, "a") as f:
                     f.write(json.dumps({"scheme": None, "error": None, "notes": [
                         "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]}) + "\n")
-        done = set()
-        if database is not None and database.has_workload(self.mod):
-            for rec in database.get_top_k(database.commit_workload(self.mod), 10**6):
-                sch = tvm.s_tir.Schedule(self.mod)
-                rec.trace.apply_to_schedule(sch, remove_postproc=False)
-                done.add(scheme_of_schedule(sch))
+        done = set(measured_schemes(database, self.mod))
+        first = [Scheme.parse(t) for t in dict.fromkeys(self.first) if t not in done]
         sampler = make_sampler(self.sampler_name, seed=self.seed, **self.sampler_options)
-        self.queue = [s for s in sampler.sample_many(space, max_trials + len(done)) if s.text not in done][:max_trials]
+        drawn = sampler.sample_many(space, max_trials + len(done) + len(first))
+        seen = done | {s.text for s in first}
+        self.queue = (first + [s for s in drawn if s.text not in seen])[:max_trials]
         self.per_iter = num_trials_per_iter
 
     def generate_measure_candidates(self):
@@ -188,7 +189,7 @@ class TTileSearch(PySearchStrategy):
 
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
-                           self.fallback, self.sampler_options)
+                           self.fallback, self.sampler_options, self.first)
 
 
 def prepare_logging(verbose: bool = False) -> None:
@@ -228,6 +229,20 @@ def best_schedule(database, mod):
     sch = tvm.s_tir.Schedule(mod)
     records[0].trace.apply_to_schedule(sch, remove_postproc=False)
     return sch, records[0]
+
+
+def measured_schemes(database, mod, k: int = 10**6) -> list:
+    """The schemes of `mod`'s records in `database`, fastest first (at most k)."""
+    if database is None or not database.has_workload(mod):
+        return []
+    out = []
+    for rec in database.get_top_k(database.commit_workload(mod), k):
+        sch = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        text = scheme_of_schedule(sch)
+        if text is not None:  # (a record of another tuner of the same workload has no scheme)
+            out.append(text)
+    return out
 
 
 def open_database(work_dir: str):

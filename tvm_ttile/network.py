@@ -31,7 +31,8 @@ from tvm.s_tir import meta_schedule as ms
 from . import cpu as cpu_mod
 from .errors import TTileError
 from .measure import MeasureSettings
-from .metaschedule import TTileSearch, TTileSpaceGenerator, best_schedule, open_database, ttile_problem
+from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
+                           ttile_problem)
 
 
 @relax.expr_functor.mutator
@@ -136,6 +137,7 @@ class NetworkTuneResult:
 
 
 DENSE_POLICIES = ("tvm_ttile", "automcl")
+TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 
 
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
@@ -159,6 +161,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     database = open_database(work_dir)
     start = time.time()
     results, measurer = [], {}  # one builder and runner for every task, made when first needed
+    twins_of = {}  # Problem -> the task modules of that conv2d/matmul tuned so far
     if dense == "automcl":
         from .automcl.network import apply_dense, tune_dense
 
@@ -188,8 +191,13 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             problem, _ = ttile_problem(task.mod, target)
             catalog = build_catalog(cpu, problem.op)
             space, cost_model = TTileSpaceGenerator(), ms.cost_model.RandomModel()
-            strategy = TTileSearch(seed=seed, kept=catalog.kept, fallback=catalog.ranked(), threads=threads,
-                                   trial_log=os.path.join(task_dir, TRIAL_LOG))
+            # Tasks of one operator and size (with other epilogues) share what they learn: a twin first
+            # measures the best schemes of those tuned before it, then draws with another seed.
+            twins = twins_of.setdefault(problem, [])
+            first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
+            strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
+                                   threads=threads, trial_log=os.path.join(task_dir, TRIAL_LOG), first=first)
+            twins.append(task.mod)
             per_iter = 10
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", "evolutionary", "xgb", min(64, max(budget, 1))

@@ -32,6 +32,18 @@ def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0, min_g
     return shapes, note
 
 
+def layer_band_shapes(n: int, max_gflop: float, seed: int = 0, exclude=()) -> list:
+    """n random shapes (M, K, N) from the band where dense layers live, which the paper's grid of powers of 8
+    hardly samples: M (rows: batch x tokens) 16..512, K and N 256..4096, multiples of 16; at most `max_gflop`,
+    none in `exclude` (e.g. the benchmark shapes, which must stay unseen)."""
+    rng, out = random.Random(seed + 1), []
+    while len(out) < n:
+        s = (16 * rng.randint(1, 32), 16 * rng.randint(16, 256), 16 * rng.randint(16, 256))
+        if 2 * math.prod(s) / 1e9 <= max_gflop and s not in exclude and s not in out:
+            out.append(s)
+    return out
+
+
 def shape_features(M: int, K: int, N: int) -> list:
     return [math.log2(M), math.log2(K), math.log2(N), math.log2(M * N), math.log2(M * K * N)]
 
@@ -93,8 +105,8 @@ def _fit(records, computes, seed) -> ComputeClassifier:
 
 
 def train_classifier(records, holdout: float = 0.25, seed: int = 0) -> dict:
-    """records: [((M, K, N), {compute: best GFLOPS})]. The candidates are chosen on every record (as the paper
-    chooses its four); held out: a random `holdout` share of the shapes, with a classifier fitted on the rest.
+    """records: [((M, K, N), {compute: best GFLOPS})]. Held out: a random `holdout` share of the shapes, with
+    candidates and classifier chosen on the rest.
     Returns the held-out exact accuracy (the pick is the fastest of all computes), "within_10": the share of
     held-out shapes where the pick is within 10% of the fastest compute (what a user loses), the mean GFLOPS
     of the pick over the fastest one's, and "model": the same fit on every record (the one to use: measured
@@ -104,10 +116,10 @@ def train_classifier(records, holdout: float = 0.25, seed: int = 0) -> dict:
     rng.shuffle(order)
     n_test = max(1, int(holdout * len(records)))
     test, train = [records[i] for i in order[:n_test]], [records[i] for i in order[n_test:]]
-    computes = candidate_computes(records)
-    held_out = _fit(train, computes, seed)
+    held_out = _fit(train, candidate_computes(train), seed)  # candidates too are chosen without the test shapes
     quality = [g.get(held_out.pick(*shape), 0.0) / max(g.values()) for shape, g in test]
     exact = [held_out.pick(*shape) == max(g, key=g.get) for shape, g in test]
+    computes = candidate_computes(records)
     return {"model": _fit(records, computes, seed), "computes": computes, "accuracy": sum(exact) / len(test),
             "within_10": sum(q >= 0.9 for q in quality) / len(test), "relative_gflops": sum(quality) / len(test),
             "train": len(train), "test": len(test)}

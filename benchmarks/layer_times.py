@@ -1,0 +1,115 @@
+"""Layer by layer inside whole networks: tvm_ttile's tuned network (Relax VM instrument hook) against ONNX
+Runtime (its own profiler), 1 thread, same input, per conv2d/dense shape (calls of one shape added up).
+
+    python benchmarks/layer_times.py resnet18 benchmarks/results/end_to_end_zen3/work/resnet18
+        -> <work dir>/../../layer_times_<model>.md
+
+Says where a network's gap to ONNX Runtime comes from: which layer shapes are slower and by how much.
+"""
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+
+import numpy as np
+
+from tvm_ttile import network as nw
+from tvm_ttile.cpu import detect_host
+from tvm_ttile.models.importers import load_model
+
+RUNS = 30
+
+
+def ort_layers(net, x):
+    """{shape key: ms per inference} of ONNX Runtime's Conv / Gemm / MatMul nodes, median over RUNS, and the
+    median of its whole runs."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
+    sess = ort.InferenceSession(net.onnx_model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for _ in range(RUNS + 1):
+        sess.run(None, {net.input_name: x})
+    with open(sess.end_profiling()) as f:
+        events = json.load(f)
+    runs = [e["dur"] / 1e3 for e in events if e.get("name") == "model_run"][1:]
+    # Per node: its durations across runs; then per shape key: the sum of its nodes' medians.
+    durations = defaultdict(list)
+    keys = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            key = _ort_key(e["args"])
+            if key is not None:
+                durations[e["name"]].append(e["dur"] / 1e3)
+                keys[e["name"]] = key
+    out = defaultdict(float)
+    for node, ds in durations.items():
+        out[keys[node]] += statistics.median(ds[1:] or ds)
+    return dict(out), statistics.median(runs)
+
+
+def _ort_key(args):
+    op = args.get("op_name")
+    if op not in ("Conv", "FusedConv", "NchwcConv", "Gemm", "MatMul", "FusedGemm", "FusedMatMul"):
+        return None
+    shapes = [list(d.values())[0] for d in args.get("input_type_shape", [])]
+    outs = [list(d.values())[0] for d in args.get("output_type_shape", [])]
+    if op in ("Gemm", "MatMul", "FusedGemm", "FusedMatMul"):
+        (m, k), n = shapes[0][-2:], outs[0][-1]
+        return f"matmul j{n},k{k}" + (f",i{m}" if m > 1 else "")
+    x, w, y = shapes[0], shapes[1], outs[0]
+    if len(w) == 5:  # NCHWc weights [K/b, C/b', R, S, b', b] (ORT's own layout transformer)
+        k, c, r, s = w[0] * w[5], w[1] * w[4], w[2], w[3]
+        c = min(c, x[1] * (x[4] if len(x) == 5 else 1))
+    else:
+        k, c, r, s = w
+    h, wd = y[2], y[3]
+    stride = x[2] // h if h else 1
+    return _key(h, wd, k, c, r, s, stride)
+
+
+def _key(h, w, k, c, r, s, stride):
+    dims = ",".join(f"{d}{e}" for d, e in (("h", h), ("w", w), ("k", k), ("c", c), ("r", r), ("s", s)) if e > 1)
+    return f"conv2d {dims}" + (f" stride{stride}" if stride > 1 else "")
+
+
+def main(model, work_dir):
+    host = detect_host()
+    net = load_model(model)
+    mod = nw.prepare(net.mod)
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    tasks = nw.extract_tasks(mod, host)
+    vm = nw.build_network(mod, work_dir, host)
+    inside = nw.profile(vm, x, RUNS)
+    mine = defaultdict(float)
+    for t in tasks:
+        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in inside["calls"]), None)
+        if symbol is not None and t.policy == "tvm_ttile":
+            mine[t.shape] += inside["calls"][symbol]["ms"]
+    theirs, ort_total = ort_layers(net, x)
+    rows, keys = [], sorted(set(mine) | set(theirs), key=lambda k: -max(mine.get(k, 0), theirs.get(k, 0)))
+    for k in keys:
+        a, b = mine.get(k), theirs.get(k)
+        rows.append(f"| {k} | " + (f"{a:.3f}" if a else "-") + " | " + (f"{b:.3f}" if b else "-") + " | "
+                    + (f"{a / b:.2f}" if a and b else "-") + " |")
+    ours_sum, theirs_sum = sum(mine.values()), sum(theirs.values())
+    lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime (1 thread)", "",
+             f"Command: `python benchmarks/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
+             f"medians of {RUNS} inferences; tvm_ttile: the database in the work dir, timed by the Relax VM's "
+             "instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
+             "shape; calls of one shape are added up).", "",
+             "| layer shape | tvm_ttile ms | ONNX Runtime ms | ratio |", "|---|---:|---:|---:|", *rows, "",
+             f"Conv2d/dense layers: tvm_ttile {ours_sum:.2f} ms, ONNX Runtime {theirs_sum:.2f} ms. Whole inference "
+             f"(with the profilers on): tvm_ttile {inside['total_ms']:.2f} ms, ONNX Runtime {ort_total:.2f} ms."]
+    out = os.path.join(os.path.dirname(os.path.dirname(os.path.normpath(work_dir))), f"layer_times_{model}.md")
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
