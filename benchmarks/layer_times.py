@@ -19,37 +19,44 @@ from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
 from tvm_ttile.models.importers import load_model
 
-RUNS = 30
+RUNS, ROUNDS = 30, 3
 
 
-def ort_layers(net, x):
-    """{shape key: ms per inference} of ONNX Runtime's Conv / Gemm / MatMul nodes, median over RUNS, and the
-    median of its whole runs."""
-    import onnxruntime as ort
+class OrtProfile:
+    """ONNX Runtime with its profiler on: run() as often as wanted, then layers()."""
 
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
-    sess = ort.InferenceSession(net.onnx_model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    for _ in range(RUNS + 1):
-        sess.run(None, {net.input_name: x})
-    with open(sess.end_profiling()) as f:
-        events = json.load(f)
-    runs = [e["dur"] / 1e3 for e in events if e.get("name") == "model_run"][1:]
-    # Per node: its durations across runs; then per shape key: the sum of its nodes' medians.
-    durations = defaultdict(list)
-    keys = {}
-    for e in events:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            key = _ort_key(e["args"])
-            if key is not None:
-                durations[e["name"]].append(e["dur"] / 1e3)
-                keys[e["name"]] = key
-    out = defaultdict(float)
-    for node, ds in durations.items():
-        out[keys[node]] += statistics.median(ds[1:] or ds)
-    return dict(out), statistics.median(runs)
+    def __init__(self, net, x):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
+        self.feed = {net.input_name: x}
+        self.sess = ort.InferenceSession(net.onnx_model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        self.sess.run(None, self.feed)  # warm-up (dropped below)
+
+    def run(self, n):
+        for _ in range(n):
+            self.sess.run(None, self.feed)
+
+    def layers(self):
+        """{shape key: ms per inference} of the Conv / Gemm / MatMul nodes (each node's median over the runs,
+        nodes of one shape added up), and the median whole run."""
+        with open(self.sess.end_profiling()) as f:
+            events = json.load(f)
+        runs = [e["dur"] / 1e3 for e in events if e.get("name") == "model_run"][1:]
+        durations, keys = defaultdict(list), {}
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                key = _ort_key(e["args"])
+                if key is not None:
+                    durations[e["name"]].append(e["dur"] / 1e3)
+                    keys[e["name"]] = key
+        out = defaultdict(float)
+        for node, ds in durations.items():
+            out[keys[node]] += statistics.median(ds[1:] or ds)
+        return dict(out), statistics.median(runs)
 
 
 def _ort_key(args):
@@ -84,13 +91,18 @@ def main(model, work_dir):
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     tasks = nw.extract_tasks(mod, host)
     vm = nw.build_network(mod, work_dir, host)
-    inside = nw.profile(vm, x, RUNS)
+    ort = OrtProfile(net, x)
+    rounds = []
+    for _ in range(ROUNDS):  # alternate, so that a disturbed moment of this shared machine hits both
+        rounds.append(nw.profile(vm, x, RUNS // ROUNDS))
+        ort.run(RUNS // ROUNDS)
     mine = defaultdict(float)
     for t in tasks:
-        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in inside["calls"]), None)
+        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in rounds[0]["calls"]), None)
         if symbol is not None and t.policy == "tvm_ttile":
-            mine[t.shape] += inside["calls"][symbol]["ms"]
-    theirs, ort_total = ort_layers(net, x)
+            mine[t.shape] += statistics.median(r["calls"][symbol]["ms"] for r in rounds)
+    inside_total = statistics.median(r["total_ms"] for r in rounds)
+    theirs, ort_total = ort.layers()
     rows, keys = [], sorted(set(mine) | set(theirs), key=lambda k: -max(mine.get(k, 0), theirs.get(k, 0)))
     for k in keys:
         a, b = mine.get(k), theirs.get(k)
@@ -99,12 +111,12 @@ def main(model, work_dir):
     ours_sum, theirs_sum = sum(mine.values()), sum(theirs.values())
     lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime (1 thread)", "",
              f"Command: `python benchmarks/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
-             f"medians of {RUNS} inferences; tvm_ttile: the database in the work dir, timed by the Relax VM's "
+             f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work dir, timed by the Relax VM's "
              "instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
              "shape; calls of one shape are added up).", "",
              "| layer shape | tvm_ttile ms | ONNX Runtime ms | ratio |", "|---|---:|---:|---:|", *rows, "",
              f"Conv2d/dense layers: tvm_ttile {ours_sum:.2f} ms, ONNX Runtime {theirs_sum:.2f} ms. Whole inference "
-             f"(with the profilers on): tvm_ttile {inside['total_ms']:.2f} ms, ONNX Runtime {ort_total:.2f} ms."]
+             f"(with the profilers on): tvm_ttile {inside_total:.2f} ms, ONNX Runtime {ort_total:.2f} ms."]
     out = os.path.join(os.path.dirname(os.path.dirname(os.path.normpath(work_dir))), f"layer_times_{model}.md")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")

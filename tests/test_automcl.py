@@ -120,6 +120,16 @@ def test_candidate_computes_are_those_alone_the_best_on_five_percent():
     assert candidate_computes(rows + [row(TTMM=10.0)]) == ["TTMM", "RPMM", "DPMM"]  # 2 of 26 = 7.7%
 
 
+def test_layer_band_shapes_are_layer_like_and_leave_the_benchmarks_out():
+    from tvm_ttile.automcl.selection import layer_band_shapes
+
+    shapes = layer_band_shapes(20, max_gflop=1.0, exclude={(128, 768, 768)})
+    assert len(set(shapes)) == 20 and shapes == layer_band_shapes(20, max_gflop=1.0, exclude={(128, 768, 768)})
+    assert all(16 <= m <= 512 and 256 <= k <= 4096 and 256 <= n <= 4096 and 2 * m * k * n <= 1e9
+               for m, k, n in shapes)
+    assert (128, 768, 768) not in shapes
+
+
 def test_tune_automcl_on_a_small_dense_layer(host):
     from tvm_ttile.automcl.tune import tune_automcl
     from tvm_ttile.errors import TTileError

@@ -42,6 +42,21 @@ def test_tune_reports_a_verified_best(tuned):
     assert {"gflops", "percent_of_peak", "scheme", "trials", "seconds", "verified"} <= set(d)
 
 
+def test_tuning_with_flushed_caches_times_one_cold_call_per_repeat(host, conv, tmp_path):
+    """As a network's layers are timed: every repeat is one call after the caches were flushed."""
+    from tvm_ttile.measure import MeasureSettings
+    from tvm_ttile.network import COLD_SETTINGS
+
+    assert COLD_SETTINGS.cache_flush  # tune-model --cache-flush
+    cfg = MeasureSettings(number=2, repeat=3, cache_flush=True).evaluator_config()
+    assert (cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.enable_cpu_cache_flush) == (1, 6, 0, True)
+    res = tune(conv, host, trials=2, work_dir=str(tmp_path), kept=conv_kept(host.isa.name, host.lanes),
+               settings=MeasureSettings(number=1, repeat=3, cache_flush=True), progress=False)
+    assert res.verified and res.gflops > 0
+    records = open_database(str(tmp_path)).get_all_tuning_records()
+    assert len(records) == 2 and all(len(r.run_secs) == 3 for r in records)
+
+
 def test_rerun_resumes_from_the_database(tuned, host, conv):
     again = tune(conv, host, trials=8, seed=3, work_dir=tuned.work_dir, kept=conv_kept(host.isa.name, host.lanes),
                  trials_per_iter=3, progress=False)

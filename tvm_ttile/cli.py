@@ -186,7 +186,7 @@ def cmd_tune_model(args) -> int:
     libs = tuple(v for v in args.libraries.split(",") if v)
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
-                        prepack=not args.no_prepack, dense=args.dense)
+                        prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -277,6 +277,9 @@ def make_parser():
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")
+    p.add_argument("--cache-flush", action="store_true",
+                   help="time tvm_ttile's candidates with the CPU caches flushed, as a layer meets its weights in the "
+                        "network (the report's per-task times then predict the in-network ones)")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)

@@ -17,6 +17,7 @@ import numpy as np
 from . import cpu as cpu_mod
 from . import network as nw
 from .errors import TTileError
+from .measure import MeasureSettings
 
 TOLERANCE = 1e-3  # float32 networks summed in different orders
 ROUNDS, REPEATS = 3, 5
@@ -24,7 +25,7 @@ ROUNDS, REPEATS = 3, 5
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile") -> dict:
+               prepack=True, dense="tvm_ttile", cache_flush=False) -> dict:
     from .baselines import libraries as libs
     from .models.importers import load_model
 
@@ -34,14 +35,18 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     work_dir = work_dir or f"tune_{net.name}"
     mod = nw.prepare(net.mod)
     start = time.time()
-    tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, progress=progress,
-                            verbose=verbose, prepack=prepack, dense=dense)
+    settings = nw.COLD_SETTINGS if cache_flush else MeasureSettings()
+    tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
+                            progress=progress, verbose=verbose, prepack=prepack, dense=dense)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads, prepack)}
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
+    if cache_flush:
+        notes.append("tvm_ttile's tasks were timed with the CPU caches flushed before every call (weights cold, as "
+                     "in the network); MetaSchedule's with its default, hot caches")
     notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
                  "weights not prepacked (--no-prepack): kernels read the model's layout")
     if dense == "automcl":

@@ -52,9 +52,21 @@ class MeasureSettings:
     build_workers: int = 2
     timeout_sec: float = 60.0
     chunk: int = 32  # builder pool restarts per chunk (MetaSchedule does so per batch)
+    # Flush the CPU caches before every timed call (every argument but the first, the input): a layer meets its
+    # weights cold in a network whose weights outgrow the last-level cache. One call per repeat then.
+    cache_flush: bool = False
 
     def describe(self) -> dict:
         return dataclasses.asdict(self)
+
+    def evaluator_config(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        if self.cache_flush:  # (time_evaluator flushes once per repeat: more calls per repeat would be hot)
+            return ms.runner.EvaluatorConfig(number=1, repeat=self.repeat * self.number, min_repeat_ms=0,
+                                             enable_cpu_cache_flush=True)
+        return ms.runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
+                                         enable_cpu_cache_flush=False)
 
 
 def default_builder(settings: MeasureSettings):
@@ -69,11 +81,7 @@ def default_builder(settings: MeasureSettings):
 def default_runner(settings: MeasureSettings, threads: int = 1):
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.runner.LocalRunner(
-        timeout_sec=settings.timeout_sec,
-        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
-                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
-    )
+    return ms.runner.LocalRunner(timeout_sec=settings.timeout_sec, evaluator_config=settings.evaluator_config())
 
 
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,

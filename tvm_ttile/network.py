@@ -137,6 +137,10 @@ class NetworkTuneResult:
 
 
 DENSE_POLICIES = ("tvm_ttile", "automcl")
+# Timing network tasks as the network runs them: caches flushed, weights cold (ResNet-18's 46 MB of weights
+# outgrow the last-level cache). On the Zen 3 the sum of cold-timed tasks predicted the in-network time within
+# 0.1 ms (hot: 4 ms under), but the schemes chosen cold were no faster in the network: opt-in (cache_flush=True).
+COLD_SETTINGS = MeasureSettings(number=1, repeat=10, cache_flush=True)
 TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 
 
@@ -146,7 +150,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
-    task's best is checked against the untuned function before it is reported. With `prepack`, constant
+    task's best is checked against the untuned function before it is reported (settings=COLD_SETTINGS times
+    every candidate with flushed caches, as a layer meets its weights in the network). With `prepack`, constant
     weights are packed for the kernels once at build time (build with the same `prepack`). With
     dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
     trials per shape (automcl.network), and their epilogues become elementwise tasks."""

@@ -80,9 +80,7 @@ def rpc_runner(tracker_host: str, tracker_port: int, key: str, settings: Measure
     return ms.runner.RPCRunner(
         rpc_config=ms.runner.RPCConfig(tracker_host=tracker_host, tracker_port=tracker_port, tracker_key=key,
                                        session_timeout_sec=settings.timeout_sec),
-        evaluator_config=ms.runner.EvaluatorConfig(number=settings.number, repeat=settings.repeat,
-                                                   min_repeat_ms=settings.min_repeat_ms, enable_cpu_cache_flush=False),
-        max_workers=1,
+        evaluator_config=settings.evaluator_config(), max_workers=1,
     )
 
 
