@@ -68,12 +68,7 @@ def _ort_key(args):
     if op in ("Gemm", "MatMul", "FusedGemm", "FusedMatMul"):
         (m, k), n = shapes[0][-2:], outs[0][-1]
         return f"matmul j{n},k{k}" + (f",i{m}" if m > 1 else "")
-    x, w, y = shapes[0], shapes[1], outs[0]
-    if len(w) == 5:  # NCHWc weights [K/b, C/b', R, S, b', b] (ORT's own layout transformer)
-        k, c, r, s = w[0] * w[5], w[1] * w[4], w[2], w[3]
-        c = min(c, x[1] * (x[4] if len(x) == 5 else 1))
-    else:
-        k, c, r, s = w
+    x, (k, c, r, s), y = shapes[0], shapes[1], outs[0]  # the profiler reports the model's NCHW / OIHW shapes
     h, wd = y[2], y[3]
     stride = x[2] // h if h else 1
     return _key(h, wd, k, c, r, s, stride)
@@ -98,7 +93,7 @@ def main(model, work_dir):
         ort.run(RUNS // ROUNDS)
     mine = defaultdict(float)
     for t in tasks:
-        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in rounds[0]["calls"]), None)
+        symbol = nw.task_symbol(rounds[0]["calls"], t.name)
         if symbol is not None and t.policy == "tvm_ttile":
             mine[t.shape] += statistics.median(r["calls"][symbol]["ms"] for r in rounds)
     inside_total = statistics.median(r["total_ms"] for r in rounds)
@@ -111,8 +106,8 @@ def main(model, work_dir):
     ours_sum, theirs_sum = sum(mine.values()), sum(theirs.values())
     lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime (1 thread)", "",
              f"Command: `python benchmarks/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
-             f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work dir, timed by the Relax VM's "
-             "instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
+             f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work "
+             "dir, timed by the Relax VM's instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
              "shape; calls of one shape are added up).", "",
              "| layer shape | tvm_ttile ms | ONNX Runtime ms | ratio |", "|---|---:|---:|---:|", *rows, "",
              f"Conv2d/dense layers: tvm_ttile {ours_sum:.2f} ms, ONNX Runtime {theirs_sum:.2f} ms. Whole inference "

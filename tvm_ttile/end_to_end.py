@@ -110,12 +110,12 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
 
 
 def _in_network(tasks, inside) -> dict:
-    """Each task's ms per inference inside the running network (build_network may suffix a function's name,
-    e.g. _prepacked), and the VM's own calls (allocation, shape checks) together."""
+    """Each task's ms per inference inside the running network, and the VM's own calls (allocation, shape
+    checks) together."""
     calls = dict(inside["calls"])
     per_task = {}
     for t in tasks:
-        symbol = next((s for s in (t.name, t.name + "_prepacked") if s in calls), None)
+        symbol = nw.task_symbol(calls, t.name)
         if symbol is not None:
             per_task[t.name] = calls.pop(symbol)["ms"]
     vm_ms = sum(c["ms"] for s, c in calls.items() if s.startswith("vm."))
@@ -148,15 +148,16 @@ def format_report(r) -> str:
                      f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
                      f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
                      + f" | {t['trials']} | {'yes' if t['verified'] else 'NO'} |")
-    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as timed alone, hot, as "
-                  "tuning times them). ms alone: that time x calls; ms in network: the same functions timed inside "
-                  "the running tvm_ttile network (per inference, all calls; median of "
+    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as tuning timed them: "
+                  "alone, hot caches unless --cache-flush). ms alone: that time x calls; ms in network: the same "
+                  "functions timed inside the running tvm_ttile network (per inference, all calls; median of "
                   f"{inside.get('repeats', 0)} inferences, the VM's instrument hook)."]
     if inside.get("total_ms"):
-        lines += ["", f"Inside the network: tasks {sum(inside['tasks_ms'].values()):.2f} ms, VM builtins (allocation, "
-                      f"checks) {inside['vm_builtins_ms']:.2f} ms, other functions "
-                      f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference {inside['total_ms']:.2f} ms; "
-                      f"the tasks alone, hot, add up to {total * 1e3:.2f} ms."]
+        lines += ["", f"Inside the network: tasks {sum(inside['tasks_ms'].values()):.2f} ms, VM builtins "
+                      f"(allocation, checks) {inside['vm_builtins_ms']:.2f} ms, other functions "
+                      f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference "
+                      f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
+                      f"{total * 1e3:.2f} ms."]
     lines += ["",
               f"End-to-end latency (ms; {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]

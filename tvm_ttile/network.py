@@ -339,6 +339,12 @@ def profile(vm, x, repeat: int = 20) -> dict:
     return {"total_ms": 1e3 * statistics.median(totals), "calls": calls, "repeats": repeat}
 
 
+def task_symbol(calls: dict, task_name: str):
+    """The key of a task's function among profile()["calls"] (build_network renames a function whose weights
+    it prepacks: name_prepacked), or None."""
+    return next((s for s in (task_name, task_name + "_prepacked") if s in calls), None)
+
+
 def spread(ms_values) -> dict:
     q = statistics.quantiles(ms_values, n=4) if len(ms_values) > 1 else [ms_values[0]] * 3
     return {"median_ms": statistics.median(ms_values), "min_ms": min(ms_values), "max_ms": max(ms_values),

@@ -33,8 +33,8 @@ def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0, min_g
 
 
 def layer_band_shapes(n: int, max_gflop: float, seed: int = 0, exclude=()) -> list:
-    """n random shapes (M, K, N) from the band where dense layers live, which the paper's grid of powers of 8
-    hardly samples: M (rows: batch x tokens) 16..512, K and N 256..4096, multiples of 16; at most `max_gflop`,
+    """n random shapes (M, K, N) from the band where dense layers live, which the paper's grid
+    ({1, 8, 16, 64, 256, 1024, 4096}^3) hardly samples: M (rows: batch x tokens) 16..512, K and N 256..4096, multiples of 16; at most `max_gflop`,
     none in `exclude` (e.g. the benchmark shapes, which must stay unseen)."""
     rng, out = random.Random(seed + 1), []
     while len(out) < n:
