@@ -13,7 +13,7 @@ import os
 import statistics
 import sys
 
-from tvm_ttile.automcl.selection import (NAMES, dataset_shapes, layer_band_shapes, save_classifier,
+from tvm_ttile.automcl.selection import (LAYER_BAND, NAMES, dataset_shapes, layer_band_shapes, save_classifier,
                                          train_classifier)
 from tvm_ttile.automcl.space import CacheModel, build_space
 from tvm_ttile.automcl.tuner import auto_config, measure_configs
@@ -83,8 +83,8 @@ def main():
     if args.layer_band:
         bench = {(op.M, op.K, op.N) for op in matmul_shapes().values()}
         shapes += layer_band_shapes(args.layer_band, args.max_gflop, exclude=bench)
-        note += (f"; plus {args.layer_band} random shapes of the band dense layers live in (M 16-512, K and N "
-                 "256-4096), none of the benchmark shapes")
+        band = ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in LAYER_BAND.items())
+        note += f"; plus {args.layer_band} random shapes of the band dense layers live in ({band}), none of the benchmark shapes"
     path = os.path.join(HERE, "work", f"automcl_dataset-{cpu.cache_dir.name}.json")  # labels are this CPU's
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = {}

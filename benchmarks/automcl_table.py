@@ -6,9 +6,9 @@ numpy, in GFLOPS and % of peak; and the two counts the issue asks for.
     python benchmarks/automcl_table.py DIR --repick   -> <dir>/automcl_table_repicked.md: the picks of this CPU's
         classifier as it is now (e.g. retrained after the run), on the variants the run measured
 """
+import argparse
 import json
 import os
-import sys
 
 from tvm_ttile.automcl.selection import load_classifier, select
 from tvm_ttile.automcl.space import COMPUTES
@@ -71,6 +71,8 @@ def main(out_dir, repick=False):
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--repick"]
-    main(args[0] if args else os.path.join(os.path.dirname(__file__), "results", "automcl_matmul_zen5"),
-         repick="--repick" in sys.argv)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out_dir", nargs="?", default=os.path.join(os.path.dirname(__file__), "results", "automcl_matmul_zen3"))
+    ap.add_argument("--repick", action="store_true", help="ask this CPU's classifier as it is now for every pick")
+    args = ap.parse_args()
+    main(args.out_dir, repick=args.repick)

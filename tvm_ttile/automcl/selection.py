@@ -32,13 +32,17 @@ def dataset_shapes(max_gflop: float = 0.5, extra: int = 40, seed: int = 0, min_g
     return shapes, note
 
 
+# Where dense layers live (rows = batch x tokens), a band the paper's grid ({1, 8, 16, 64, 256, 1024, 4096}^3)
+# hardly samples: (low, high) per dimension, multiples of 16.
+LAYER_BAND = {"M": (16, 512), "K": (256, 4096), "N": (256, 4096)}
+
+
 def layer_band_shapes(n: int, max_gflop: float, seed: int = 0, exclude=()) -> list:
-    """n random shapes (M, K, N) from the band where dense layers live, which the paper's grid
-    ({1, 8, 16, 64, 256, 1024, 4096}^3) hardly samples: M (rows: batch x tokens) 16..512, K and N 256..4096, multiples of 16; at most `max_gflop`,
-    none in `exclude` (e.g. the benchmark shapes, which must stay unseen)."""
+    """n random shapes (M, K, N) from LAYER_BAND, each at most `max_gflop`, none in `exclude` (e.g. the
+    benchmark shapes, which must stay unseen)."""
     rng, out = random.Random(seed + 1), []
     while len(out) < n:
-        s = (16 * rng.randint(1, 32), 16 * rng.randint(16, 256), 16 * rng.randint(16, 256))
+        s = tuple(16 * rng.randint(LAYER_BAND[d][0] // 16, LAYER_BAND[d][1] // 16) for d in "MKN")
         if 2 * math.prod(s) / 1e9 <= max_gflop and s not in exclude and s not in out:
             out.append(s)
     return out
