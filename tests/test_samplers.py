@@ -93,3 +93,31 @@ def test_ordered_factorizations():
     assert sorted(ordered_factorizations(12, 2)) == [(2, 6), (3, 4), (4, 3), (6, 2)]
     assert ordered_factorizations(7, 2) == []
     assert ordered_factorizations(8, 3) == [(2, 2, 2)]
+
+
+def test_min_reuse_floors_the_reuse_loop():
+    sp = space("resnet18-2")
+    floored = make_sampler("ttile", seed=0, min_reuse=16)
+    whole = make_sampler("ttile", seed=0, min_reuse=10**6)  # above every extent: the whole reduction
+    uniform = make_sampler("ttile", seed=0)
+    draws = {"floored": set(), "whole": set(), "uniform": set()}
+    for choice in sp.choices:
+        extent = sp.reuse_extent(choice)
+        for _ in range(20):
+            draws["floored"].add(floored.draw_reuse(sp, choice) >= min(16, extent))
+            draws["whole"].add(whole.draw_reuse(sp, choice) == extent)
+            draws["uniform"].add(uniform.draw_reuse(sp, choice) >= min(16, extent))
+    assert draws["floored"] == {True} and draws["whole"] == {True}
+    assert False in draws["uniform"]  # the paper's draw does go below the floor
+
+
+def test_sampler_options_from_the_command_line():
+    from tvm_ttile.cli import _sampler_options
+
+    assert _sampler_options(["min_reuse=32", "singles_only=true"]) == {"min_reuse": 32, "singles_only": True}
+    with pytest.raises(TTileError, match="NAME=VALUE"):
+        _sampler_options(["min_reuse"])
+    from tvm_ttile.tune import tune
+
+    with pytest.raises(TTileError, match="no option"):  # checked before any catalog or tuning work
+        tune(Matmul(M=8, N=8, K=8), sampler_options={"depth": 3})

@@ -118,7 +118,8 @@ def cmd_tune(args) -> int:
         host, _, port = args.rpc_tracker.rpartition(":")
         runner = rpc_runner(host, int(port), args.rpc_key)
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
-               sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose)
+               sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
+               sampler_options=_sampler_options(args.sampler_option))
     if args.json:
         d = res.to_json()
         if not args.history:
@@ -140,6 +141,18 @@ def cmd_tune(args) -> int:
         print(f"note: {note}")
     print(f"records  {res.work_dir} (MetaSchedule JSON database; rerun with --work-dir to resume)")
     return 0 if res.verified else 1
+
+
+def _sampler_options(items) -> dict:
+    """NAME=VALUE strings -> options; integers and true/false are converted (the sampler checks names)."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise TTileError(f"--sampler-option takes NAME=VALUE, got {item!r}")
+        low = value.lower()
+        out[name] = int(value) if value.lstrip("-").isdigit() else (low == "true") if low in ("true", "false") else value
+    return out
 
 
 def _tune_automcl(op, cpu, args) -> int:
@@ -248,6 +261,8 @@ def make_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a sampler option, e.g. min_reuse=32 (ttile: fewest reduction steps per microkernel call)")
     p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
                    help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")

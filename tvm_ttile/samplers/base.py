@@ -52,7 +52,10 @@ class Sampler:
         return self.rng.choice(pool)
 
     def draw_reuse(self, space: Space, choice: Choice) -> int:
-        return self.rng.choice(divisors(space.reuse_extent(choice)))
+        """A divisor of the reuse extent, at least the `min_reuse` option (or the whole extent if smaller)."""
+        extent = space.reuse_extent(choice)
+        floor = min(self.options.get("min_reuse", 1), extent)
+        return self.rng.choice([d for d in divisors(extent) if d >= floor])
 
     def large_factor_levels(self, space: Space, choice: Choice, reuse: int) -> list:
         """Paper section 6.1: repeatedly draw a (dimension, factor > 1) pair uniformly among those left

@@ -5,6 +5,7 @@ from .base import Sampler
 
 class TTileSampler(Sampler):
     NAME = "ttile"
+    OPTIONS = {"min_reuse": (1, "fewest reduction steps per microkernel call (1: the paper's uniform draw)")}
 
     def sample(self, space):
         choice = self.draw_choice(space)
