@@ -71,9 +71,10 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
 
     work = tmp_path / "tiny"
     args = ["tune-model", "tiny_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
-            "--json"]
+            "--sampler-option", "min_reuse=4", "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
+    assert report["sampler_options"] == {"min_reuse": 4} and "min_reuse=4" in (work / "report.md").read_text()
     assert report["correct"] and report["max_abs_error"]["tvm_ttile vs untuned"] <= 1e-3 * report["output_scale"]
     tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
     assert len(tuned) == 6 and all(t["trials"] == 2 and t["verified"] and t["gflops"] > 0 for t in tuned)
@@ -99,6 +100,8 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     assert [t.trials for t in again.tasks if t.policy == "tvm_ttile"] == [2] * 6
     assert cli.main(["tune-model", str(tmp_path / "missing.onnx")]) == 2
     assert "missing.onnx" in capsys.readouterr().err
+    assert cli.main(["tune-model", "tiny_resnet", "--work-dir", str(tmp_path / "bad"), "--sampler-option", "depth=3"]) == 2
+    assert "no option(s) ['depth']" in capsys.readouterr().err
 
 
 def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):

@@ -199,7 +199,8 @@ def cmd_tune_model(args) -> int:
     libs = tuple(v for v in args.libraries.split(",") if v)
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
-                        prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush)
+                        prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush,
+                        sampler_options=_sampler_options(args.sampler_option))
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -278,6 +279,8 @@ def make_parser():
     p.add_argument("model", help="resnet18, darknet19, tiny_resnet, mlp, or a path to an .onnx file")
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the ttile sampler for every conv2d/matmul task, e.g. min_reuse=32")
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
     p.add_argument("--threads", type=int, default=1)

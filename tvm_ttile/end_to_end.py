@@ -25,7 +25,7 @@ ROUNDS, REPEATS = 3, 5
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=False) -> dict:
+               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None) -> dict:
     from .baselines import libraries as libs
     from .models.importers import load_model
 
@@ -37,7 +37,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     start = time.time()
     settings = nw.COLD_SETTINGS if cache_flush else MeasureSettings()
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
-                            progress=progress, verbose=verbose, prepack=prepack, dense=dense)
+                            progress=progress, verbose=verbose, prepack=prepack, dense=dense,
+                            sampler_options=sampler_options)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads, prepack)}
@@ -91,6 +92,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
+        "sampler_options": dict(sampler_options or {}),
         "other_trials": other_trials, "dense": dense, "seed": seed,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
         "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
@@ -131,12 +133,17 @@ def _vm_latencies(vm, x):
     return [1e3 * s for s in f(tvm.runtime.tensor(x, tvm.cpu())).results]
 
 
+def _options_text(r) -> str:
+    opts = r.get("sampler_options") or {}  # reports written before the option existed have none
+    return " (sampler " + ", ".join(f"{k}={v}" for k, v in sorted(opts.items())) + ")" if opts else ""
+
+
 def format_report(r) -> str:
     total = sum(t["seconds"] * t["weight"] for t in r["tasks"] if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
              f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
-             f"trials per conv2d/matmul task, MetaSchedule {r['other_trials']} per other task; tuning "
+             f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({r['wall_seconds']:.0f} s wall in this run, resumed runs add up).", "",
              "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
              "trials | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]

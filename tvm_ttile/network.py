@@ -146,7 +146,8 @@ TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator a
 
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
-                 verbose=False, prepack: bool = True, dense: str = "tvm_ttile") -> NetworkTuneResult:
+                 verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
+                 sampler_options: dict | None = None) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
@@ -154,13 +155,17 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     every candidate with flushed caches, as a layer meets its weights in the network). With `prepack`, constant
     weights are packed for the kernels once at build time (build with the same `prepack`). With
     dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
-    trials per shape (automcl.network), and their epilogues become elementwise tasks."""
+    trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
+    the ttile sampler of every conv2d/matmul task (e.g. {"min_reuse": 32})."""
     from .microkernels.catalog import build_catalog
     from .measure import default_builder, default_runner
     from .tune import TRIAL_LOG, run_tuner
 
     if dense not in DENSE_POLICIES:
         raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
+    from .samplers import make_sampler
+
+    make_sampler("ttile", seed, **(sampler_options or {}))  # bad option names fail before any tuning
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
     database = open_database(work_dir)
@@ -201,7 +206,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             twins = twins_of.setdefault(problem, [])
             first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
             strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
-                                   threads=threads, trial_log=os.path.join(task_dir, TRIAL_LOG), first=first)
+                                   threads=threads, trial_log=os.path.join(task_dir, TRIAL_LOG), first=first,
+                                   sampler_options=sampler_options)
             twins.append(task.mod)
             per_iter = 10
         else:
