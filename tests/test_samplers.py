@@ -117,7 +117,7 @@ def test_sampler_options_from_the_command_line():
     assert _sampler_options(["min_reuse=32", "singles_only=true"]) == {"min_reuse": 32, "singles_only": True}
     with pytest.raises(TTileError, match="NAME=VALUE"):
         _sampler_options(["min_reuse"])
-    from tvm_ttile.tune import tune
+    from tvm_ttile.metaschedule import TTileSearch
 
-    with pytest.raises(TTileError, match="no option"):  # checked before any catalog or tuning work
-        tune(Matmul(M=8, N=8, K=8), sampler_options={"depth": 3})
+    with pytest.raises(TTileError, match="no option"):  # raised in Python, before MetaSchedule runs it
+        TTileSearch(sampler_options={"depth": 3})

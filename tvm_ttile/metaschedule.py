@@ -98,6 +98,9 @@ class TTileSearch(PySearchStrategy):
         self.first = list(first)
         self.fallback = list(fallback)  # measured microkernels below the threshold, best first
         self.sampler_options = dict(sampler_options or {})
+        from .samplers import make_sampler
+
+        make_sampler(sampler, seed, **self.sampler_options)  # a bad name fails here, not inside MetaSchedule's C++
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
 

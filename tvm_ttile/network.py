@@ -163,9 +163,6 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
 
     if dense not in DENSE_POLICIES:
         raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
-    from .samplers import make_sampler
-
-    make_sampler("ttile", seed, **(sampler_options or {}))  # bad option names fail before any tuning
     cpu = cpu or cpu_mod.detect_host()
     target = cpu.target(threads)
     database = open_database(work_dir)

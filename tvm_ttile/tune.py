@@ -93,9 +93,6 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
 
     if trials <= 0:
         raise TTileError(f"trials must be positive, got {trials}")
-    from .samplers import make_sampler
-
-    make_sampler(sampler, seed, **(sampler_options or {}))  # bad names fail here, not inside MetaSchedule
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.check_runs_here(cpu) if runner is None else None
     work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
