@@ -1,7 +1,8 @@
 """A/B of the ttile sampler's `min_reuse` option: the paper's uniform draw of the reuse-loop length (1)
-against a floor (default 32 reduction steps per microkernel call), same layers, seeds and 50 trials each.
+against floors (default 32 reduction steps per microkernel call; a floor above the reduction extent, e.g. 4096,
+puts the whole reduction in every call), same layers, seeds and 50 trials each.
 
-    python benchmarks/sampler_min_reuse.py [--layers ResNet18-2,ResNet18-9,ResNet18-12,ResNet18-7] [--floor 32]
+    python benchmarks/sampler_min_reuse.py [--layers ResNet18-2,ResNet18-9,ResNet18-12,ResNet18-7] [--floors 32]
 
 Single thread, weights prepacked, each best verified against numpy. Pairs run back to back, so machine noise
 hits both sides alike. Writes benchmarks/results/sampler_min_reuse.md.
@@ -19,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="ResNet18-2,ResNet18-9,ResNet18-12,ResNet18-7")
-    ap.add_argument("--floor", type=int, default=32)
+    ap.add_argument("--floors", default="32", help="comma-separated floors, each against the uniform draw (1)")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sampler_min_reuse.md"))
@@ -30,26 +31,28 @@ def main():
     from tvm_ttile.tune import tune
 
     host = cpu_mod.detect_host()
-    rows, gains = [], []
+    floors = [int(f) for f in args.floors.split(",")]
+    rows, gains = [], {f: [] for f in floors}
     for name in args.layers.split(","):
         op = dataclasses.replace(get_layer(name), prepack=True)
         for seed in range(args.seeds):
             pct = {}
-            for floor in (1, args.floor):
+            for floor in (1, *floors):
                 r = tune(op, host, trials=args.trials, seed=seed, sampler_options={"min_reuse": floor}, progress=False)
                 pct[floor] = r.percent_of_peak if r.verified else float("nan")
                 rows.append(f"| {name} | {seed} | {floor} | {pct[floor]:.1f} | {r.verified} | `{r.scheme}` |")
                 print(rows[-1], flush=True)
-            gains.append(pct[args.floor] - pct[1])
-    lines = [f"# ttile sampler: reuse-loop floor {args.floor} against the paper's uniform draw", "",
+            for f in floors:
+                gains[f].append(pct[f] - pct[1])
+    lines = [f"# ttile sampler: reuse-loop floor {args.floors} against the paper's uniform draw", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
-             "| layer | seed | min_reuse | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, "",
-             f"Floor minus uniform, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gains)} points; "
-             f"median {statistics.median(gains):+.1f}, wins {sum(g > 0 for g in gains)} of {len(gains)}."]
+             "| layer | seed | min_reuse | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
+    lines += [f"Floor {f} minus uniform, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "
+              f"median {statistics.median(gs):+.1f}, wins {sum(g > 0 for g in gs)} of {len(gs)}." for f, gs in gains.items()]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(lines[-1])
+    print("\n".join(lines[-len(floors):]))
 
 
 if __name__ == "__main__":

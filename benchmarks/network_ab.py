@@ -1,0 +1,85 @@
+"""Time several tuned builds of one network side by side: the databases of earlier `tvm-ttile tune-model`
+runs (their --work-dir), each built and checked against the untuned build, then every build and ONNX Runtime
+timed round-robin in one process, so that a disturbed moment of this shared machine hits all of them alike.
+Separate tune-model runs compare badly here: each times its network at another moment.
+
+    python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--rounds 8] [--out FILE.md]
+
+No tuning: a work dir without records for a task builds that task untuned (the report says how many records).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("builds", nargs="+", help="LABEL=WORK_DIR")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--libraries", default="onnxruntime")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile import network as nw
+    from tvm_ttile.baselines import libraries as libs
+    from tvm_ttile.end_to_end import TOLERANCE, _vm_latencies
+    from tvm_ttile.metaschedule import open_database
+    from tvm_ttile.models.importers import load_model
+
+    builds = dict(b.split("=", 1) for b in args.builds)
+    missing = [d for d in builds.values() if not os.path.isdir(d)]
+    if missing:
+        sys.exit(f"no such work dir: {missing}")
+    cpu = cpu_mod.detect_host()
+    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    net = load_model(args.model, None, seed=0)
+    mod = nw.prepare(net.mod)
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    ref = nw.run(nw.build_network(mod, None, cpu, args.threads), x)
+    scale = float(np.max(np.abs(ref))) or 1.0
+    timers, notes = {}, []
+    for label, wd in builds.items():
+        vm = nw.build_network(mod, wd, cpu, args.threads)
+        err = float(np.max(np.abs(nw.run(vm, x) - ref)))
+        records = len(open_database(wd).get_all_tuning_records())
+        notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}")
+        if err > TOLERANCE * scale:
+            sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
+        timers[label] = lambda vm=vm: _vm_latencies(vm, x)
+    for lib in filter(None, args.libraries.split(",")):
+        fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, args.threads),
+              "torch": lambda: libs.torch_network(net.torch_module, x, args.threads)}[lib]
+        out, _, version = fn()
+        notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(out - ref))):.2e}")
+        timers[lib] = lambda fn=fn: fn()[1]
+    ms = {name: [] for name in timers}
+    for _ in range(args.rounds):
+        for name, timer in timers.items():
+            ms[name] += timer()
+    ref_lib = next((lib for lib in ("onnxruntime", "torch") if lib in ms), None)
+    gflop = sum(t.flops * t.weight for t in nw.extract_tasks(mod, cpu, args.threads)) / 1e9
+    lines = [f"# {args.model}: tuned builds side by side", "",
+             f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}, "
+             f"peak {peak:.1f} GFLOPS; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats.", "",
+             "| build | median ms | IQR | min | % of peak |" + (f" / {ref_lib} |" if ref_lib else ""),
+             "|---|---:|---:|---:|---:|" + ("---:|" if ref_lib else "")]
+    med = {name: statistics.median(v) for name, v in ms.items()}
+    for name, v in ms.items():
+        q = statistics.quantiles(v, n=4)
+        lines.append(f"| {name} | {med[name]:.2f} | {q[2] - q[0]:.2f} | {min(v):.2f} | "
+                     f"{100 * gflop / (med[name] / 1e3) / peak:.1f} |" + (f" {med[name] / med[ref_lib]:.3f} |" if ref_lib else ""))
+    lines += ["", *[f"- {n}" for n in notes]]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
