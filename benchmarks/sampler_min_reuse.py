@@ -44,7 +44,7 @@ def main():
                 print(rows[-1], flush=True)
             for f in floors:
                 gains[f].append(pct[f] - pct[1])
-    lines = [f"# ttile sampler: reuse-loop floor {args.floors} against the paper's uniform draw", "",
+    lines = [f"# ttile sampler: reuse-loop floor(s) {args.floors} against the paper's uniform draw", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
              "| layer | seed | min_reuse | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
