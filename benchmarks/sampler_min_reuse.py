@@ -1,6 +1,7 @@
 """A/B of the ttile sampler's `min_reuse` option: the paper's uniform draw of the reuse-loop length (1)
 against floors (default 32 reduction steps per microkernel call; a floor above the reduction extent, e.g. 4096,
-puts the whole reduction in every call), same layers, seeds and 50 trials each.
+puts the whole reduction in every call), same layers, seeds and 50 trials each. `--option weights_first --values
+0.5` varies another option of the ttile sampler the same way, against its default.
 
     python benchmarks/sampler_min_reuse.py [--layers ResNet18-2,ResNet18-9,ResNet18-12,ResNet18-7] [--floors 32]
 
@@ -20,35 +21,41 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="ResNet18-2,ResNet18-9,ResNet18-12,ResNet18-7")
-    ap.add_argument("--floors", default="32", help="comma-separated floors, each against the uniform draw (1)")
+    ap.add_argument("--option", default="min_reuse", help="the ttile sampler option to vary")
+    ap.add_argument("--values", "--floors", default="32",
+                    help="comma-separated values, each against the option's default (min_reuse: 1)")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sampler_min_reuse.md"))
     args = ap.parse_args()
 
     from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile.cli import _sampler_options
     from tvm_ttile.operators import get_layer
+    from tvm_ttile.samplers.ttile import TTileSampler
     from tvm_ttile.tune import tune
 
     host = cpu_mod.detect_host()
-    floors = [int(f) for f in args.floors.split(",")]
+    base = TTileSampler.OPTIONS[args.option][0]
+    floors = [_sampler_options([f"{args.option}={v}"])[args.option] for v in args.values.split(",")]
     rows, gains = [], {f: [] for f in floors}
     for name in args.layers.split(","):
         op = dataclasses.replace(get_layer(name), prepack=True)
         for seed in range(args.seeds):
             pct = {}
-            for floor in (1, *floors):
-                r = tune(op, host, trials=args.trials, seed=seed, sampler_options={"min_reuse": floor}, progress=False)
+            for floor in (base, *floors):
+                r = tune(op, host, trials=args.trials, seed=seed, sampler_options={args.option: floor},
+                         progress=False)
                 pct[floor] = r.percent_of_peak if r.verified else float("nan")
                 rows.append(f"| {name} | {seed} | {floor} | {pct[floor]:.1f} | {r.verified} | `{r.scheme}` |")
                 print(rows[-1], flush=True)
             for f in floors:
-                gains[f].append(pct[f] - pct[1])
-    lines = [f"# ttile sampler: reuse-loop floor(s) {args.floors} against the paper's uniform draw", "",
+                gains[f].append(pct[f] - pct[base])
+    lines = [f"# ttile sampler: {args.option} {args.values} against {base} (the paper's draw)", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
-             "| layer | seed | min_reuse | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
-    lines += [f"Floor {f} minus uniform, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "
+             f"| layer | seed | {args.option} | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
+    lines += [f"{args.option} {f} minus {base}, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "
               f"median {statistics.median(gs):+.1f}, wins {sum(g > 0 for g in gs)} of {len(gs)}." for f, gs in gains.items()]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

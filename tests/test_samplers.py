@@ -111,10 +111,40 @@ def test_min_reuse_floors_the_reuse_loop():
     assert False in draws["uniform"]  # the paper's draw does go below the floor
 
 
+def _grouped(scheme, problem) -> bool:
+    """Are the levels above the reuse loop in the order weight dimension, reduction, pixels?"""
+    from tvm_ttile.scheme import Lambda, T
+    from tvm_ttile.space import REDUCTION
+
+    levels = [s.dim for s in scheme.specs if isinstance(s, (T, Lambda))][:-1]  # the last T is the reuse loop
+    rank = [0 if d == problem.vector else 1 if d in REDUCTION[problem.op] else 2 for d in levels]
+    return rank == sorted(rank)
+
+
+@pytest.mark.parametrize("problem", ["resnet18-2", "matmul"])
+def test_weights_first_orders_a_share_of_the_draws(problem):
+    sp = space(problem)
+    share = {w: [_grouped(s, sp.problem) for s in make_sampler("ttile", seed=3, weights_first=w).sample_many(sp, 60)]
+             for w in (0.0, 0.5, 1.0)}
+    assert all(share[1.0])
+    assert not all(share[0.0]) and not all(share[0.5]) and sum(share[0.5]) > sum(share[0.0])
+    for s in make_sampler("ttile", seed=3, weights_first=1.0).sample_many(sp, 20):
+        s.validate(sp.problem.size, sp.problem.lanes, sp.problem.reuse)
+
+
+def test_sampler_option_values_are_checked():
+    assert make_sampler("ttile", weights_first=1).options["weights_first"] == 1.0  # (an int from the CLI)
+    with pytest.raises(TTileError, match="in \\[0, 1\\]"):
+        make_sampler("ttile", weights_first=1.5)
+    with pytest.raises(TTileError, match="'min_reuse' takes a value of type int, got 'many'"):
+        make_sampler("ttile", min_reuse="many")
+
+
 def test_sampler_options_from_the_command_line():
     from tvm_ttile.cli import _sampler_options
 
-    assert _sampler_options(["min_reuse=32", "singles_only=true"]) == {"min_reuse": 32, "singles_only": True}
+    assert _sampler_options(["min_reuse=32", "singles_only=true", "weights_first=0.5"]) == {
+        "min_reuse": 32, "singles_only": True, "weights_first": 0.5}
     with pytest.raises(TTileError, match="NAME=VALUE"):
         _sampler_options(["min_reuse"])
     from tvm_ttile.metaschedule import TTileSearch

@@ -143,15 +143,24 @@ def cmd_tune(args) -> int:
     return 0 if res.verified else 1
 
 
+def _number(value: str):
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def _sampler_options(items) -> dict:
-    """NAME=VALUE strings -> options; integers and true/false are converted (the sampler checks names)."""
+    """NAME=VALUE strings -> options; numbers and true/false are converted (the sampler checks names and
+    types)."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise TTileError(f"--sampler-option takes NAME=VALUE, got {item!r}")
         low = value.lower()
-        out[name] = int(value) if value.lstrip("-").isdigit() else (low == "true") if low in ("true", "false") else value
+        out[name] = int(value) if value.lstrip("-").isdigit() else (low == "true") if low in ("true", "false") \
+            else _number(value)
     return out
 
 

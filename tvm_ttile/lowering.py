@@ -23,11 +23,10 @@ from .errors import TTileError
 from .microkernels import intrin
 from .microkernels.spec import Microkernel
 from .scheme import P, Scheme, U, V
-from .space import DIMS, Problem, microkernel_of
+from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
 BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
-REDUCTION = {"conv2d": ("r", "s", "c"), "matmul": ("k",)}
 TAIL_PREFIX = "ttile_tail~"
 
 

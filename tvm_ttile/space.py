@@ -16,6 +16,7 @@ from .scheme import LAMBDA, Lambda, P, Scheme, T, U, V
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
 DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
 REUSE = {"conv2d": "c", "matmul": "k"}
+REDUCTION = {"conv2d": ("c", "r", "s"), "matmul": ("k",)}
 
 
 @dataclasses.dataclass(frozen=True)
