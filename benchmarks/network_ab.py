@@ -3,7 +3,8 @@ runs (their --work-dir), each built and checked against the untuned build, then 
 timed round-robin in one process, so that a disturbed moment of this shared machine hits all of them alike.
 Separate tune-model runs compare badly here: each times its network at another moment.
 
-    python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--rounds 8] [--out FILE.md]
+    python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--input-shape 1,3,224,224]
+        [--rounds 8] --out FILE.md
 
 No tuning: a work dir without records for a task builds that task untuned (the report says how many records).
 """
@@ -20,6 +21,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("builds", nargs="+", help="LABEL=WORK_DIR")
+    ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--libraries", default="onnxruntime")
@@ -39,7 +41,8 @@ def main():
         sys.exit(f"no such work dir: {missing}")
     cpu = cpu_mod.detect_host()
     peak = cpu_mod.peak(cpu)["peak_gflops"]
-    net = load_model(args.model, None, seed=0)
+    shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
+    net = load_model(args.model, shape, seed=0)  # the weights tune-model drew (seed 0)
     mod = nw.prepare(net.mod)
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     ref = nw.run(nw.build_network(mod, None, cpu, args.threads), x)
