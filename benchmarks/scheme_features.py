@@ -20,9 +20,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from tvm_ttile.scheme import Lambda, Scheme, T, U, V  # noqa: E402
+from tvm_ttile.space import REDUCTION, REUSE  # noqa: E402
 
 SCHEME_IN_TRACE = re.compile(r"""\['Annotate', \['b\d+', '"(\[.*?\])"'\], \['tvm_ttile\.scheme'\]""")
-REDUCTION = {"c": ("c", "r", "s"), "k": ("k",)}  # conv2d's reuse dimension is c, matmul's k
 
 
 def runs(dims: list) -> list:
@@ -33,14 +33,15 @@ def runs(dims: list) -> list:
 def traits(text: str) -> dict:
     specs = Scheme.parse(text).specs
     levels = [s.dim for s in specs if isinstance(s, (T, Lambda))]
-    reuse_dim = "k" if any(getattr(s, "dim", None) in ("i", "j") for s in specs) else "c"  # matmul or conv2d
+    op = "matmul" if any(getattr(s, "dim", None) in ("i", "j") for s in specs) else "conv2d"
+    reuse_dim = REUSE[op]
     first_u = next(i for i, s in enumerate(specs) if isinstance(s, (U, V)))
     reuse, i = 1, first_u - 1
     while i >= 0 and isinstance(specs[i], T) and specs[i].dim == reuse_dim:
         reuse, i = reuse * specs[i].n, i - 1
     merged = runs(levels)
     return {"reuse_dim_runs": merged.count(reuse_dim),
-            "spatial_runs": sum(d not in REDUCTION[reuse_dim] for d in merged),
+            "spatial_runs": sum(d not in REDUCTION[op] for d in merged),
             "levels": len(levels),
             "log2_reuse": math.log2(reuse)}
 
