@@ -104,6 +104,8 @@ def _as_type_of(default, value, name: str, sampler: str):
     try:
         if kind is bool and not isinstance(value, bool):
             raise ValueError
-        return kind(value) if kind in (int, float) else value
-    except (TypeError, ValueError):
+        if kind is int and float(value) != int(float(value)):  # int() would quietly truncate 32.5 to 32
+            raise ValueError
+        return kind(float(value)) if kind is int else kind(value) if kind is float else value
+    except (TypeError, ValueError, OverflowError):
         raise TTileError(f"sampler {sampler!r} option {name!r} takes a value of type {kind.__name__}, got {value!r}") from None
