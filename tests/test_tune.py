@@ -223,6 +223,25 @@ def test_prepacked_weights_are_packed_at_build_time_and_not_timed(host, monkeypa
     assert whole[1] == (32, 2 * host.lanes)
 
 
+def test_compare_passes_sampler_options_to_tvm_ttile_only(host, monkeypatch, tmp_path):
+    """`compare --sampler-option`: tvm_ttile's runs get their own work dirs (a resumed comparison never mixes two
+    samplers' records), the options are recorded, and a tuner that has no such options refuses them."""
+    from tvm_ttile.baselines import run_system
+    from tvm_ttile.compare import compare
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
+    data = compare(["tiny"], ["tvm_ttile"], budget=3, out_dir=str(tmp_path), progress=False, retime_rounds=0,
+                   sampler_options={"weights_first": 1.0})
+    assert data["sampler_options"] == {"weights_first": 1.0} and data["results"]["tiny"]["tvm_ttile"][0]["verified"]
+    assert (tmp_path / "work" / f"{host.isa.name}-tvm_ttile-tiny-weights_first=1.0-seed0").is_dir()
+    assert "weights_first=1.0" in (tmp_path / "compare.md").read_text()
+    with pytest.raises(TTileError, match="metaschedule takes none"):
+        run_system("metaschedule", Matmul(M=4, N=host.lanes, K=4), host, sampler_options={"weights_first": 1.0})
+
+
 def test_tuning_registers_only_the_cpu_tensor_intrinsics():
     """TuneContext imports tvm.s_tir.tensor_intrin; tuning first registers its CPU modules only (30-65 s saved
     per process), after which MetaSchedule's default CPU space still generates (fresh process: nothing imported)."""

@@ -23,10 +23,13 @@ DEFAULT_SYSTEMS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random
 
 def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seeds=1, out_dir="compare",
             threads=1, settings: MeasureSettings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10),
-            progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False) -> dict:
+            progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False,
+            sampler_options: dict | None = None) -> dict:
     """Tune every layer with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
     baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side. With
-    `prepack` the layers' weights are constants (operators._prim_func) for every TVM tuner but AutoMCL."""
+    `prepack` the layers' weights are constants (operators._prim_func) for every TVM tuner but AutoMCL.
+    `sampler_options` go to tvm_ttile's sampler (its work directories are named after them, so that a resumed
+    comparison never mixes two samplers' records)."""
     from . import cpu as cpu_mod
     from .operators import Conv2d, get_layer
 
@@ -40,7 +43,8 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "threads": threads,
             "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
             "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
-            "prepack": prepack, "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
+            "prepack": prepack, "sampler_options": dict(sampler_options or {}), "versions": _versions(),
+            "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
             "results": {}}
     for layer in layers:
         op = dataclasses.replace(get_layer(layer), prepack=prepack)
@@ -62,9 +66,12 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             for seed in range(seeds if ttile else baseline_seeds):
                 # Prepacked weights are another workload; AutoMCL's computes ignore the flag.
                 name = layer + ("-prepack" if prepack and system != "automcl" else "")
+                if ttile and sampler_options:
+                    name += "".join(f"-{k}={v}" for k, v in sorted(sampler_options.items()))
                 work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name)
                 res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
-                                 work_dir=work, threads=threads, settings=settings, progress=progress)
+                                 work_dir=work, threads=threads, settings=settings, progress=progress,
+                                 sampler_options=sampler_options if ttile else None)
                 runs.append(res.to_json())
                 timed.append((system, seed, work))
             data["results"].setdefault(layer, {})[system] = runs
@@ -192,6 +199,8 @@ def _write(data, out_dir):
              *(["Weights prepacked (--prepack): the TVM tuners' kernels read them packed once at build time, "
                 "untimed, as in a network; AutoMCL's computes and the libraries pack inside every call.", ""]
                if data.get("prepack") else []),
+             *([f"tvm_ttile's sampler options: {', '.join(f'{k}={v}' for k, v in sorted(data['sampler_options'].items()))}.",
+                ""] if data.get("sampler_options") else []),
              f"% of peak of each system's best, timed again side by side after tuning ({data.get('retime_rounds', 0)} "
              "round-robin rounds, median); in brackets the tuning wall time:", "", "| layer | " + " | ".join(systems) + " |",
              "|---|" + "---:|" * len(systems)]

@@ -50,7 +50,10 @@ def _best_so_far(rows):
 
 
 def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, threads=1,
-               settings: MeasureSettings = MeasureSettings(), progress=True) -> SystemResult:
+               settings: MeasureSettings = MeasureSettings(), progress=True,
+               sampler_options: dict | None = None) -> SystemResult:
+    """One system's result on one operator: a library timed, or a tuner run (`sampler_options` go to
+    tvm_ttile's ttile sampler; other systems refuse them)."""
     from .. import cpu as cpu_mod
 
     cpu = cpu or cpu_mod.detect_host()
@@ -76,12 +79,14 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
 
     from ..tune import read_curve, tune, verify
 
+    if sampler_options and system != "tvm_ttile":
+        raise TTileError(f"sampler options are tvm_ttile's; {system} takes none (got {sampler_options})")
     work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
     if system == "automcl":
         return _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings)
     if system == "tvm_ttile":
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
-                   progress=progress)
+                   progress=progress, sampler_options=sampler_options)
         return SystemResult(system, name, res.gflops, res.percent_of_peak, res.seconds, res.trials, res.verified,
                             res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
                             res.lowering_notes)
