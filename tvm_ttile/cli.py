@@ -190,7 +190,7 @@ def cmd_compare(args) -> int:
     data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
                    baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
-                   prepack=args.prepack,
+                   prepack=args.prepack, sampler_options=_sampler_options(args.sampler_option),
                    command="tvm-ttile " + " ".join(sys.argv[1:]))
     if args.json:
         print(json.dumps(summary(data), indent=1))
@@ -289,7 +289,8 @@ def make_parser():
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="an option of the ttile sampler for every conv2d/matmul task, e.g. min_reuse=32")
+                   help="an option of the ttile sampler for every conv2d/matmul task, e.g. min_reuse=32 (default "
+                        "weights_first=0.5; weights_first=0 gives the paper's draw)")
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
     p.add_argument("--threads", type=int, default=1)
@@ -327,6 +328,8 @@ def make_parser():
     p.add_argument("--out", default="compare", help="results directory (resumes from its work/ databases)")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP + "; AutoMCL's computes still pack in the "
                    "timed function, as in its paper, and libraries pack on every call")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of tvm_ttile's ttile sampler, e.g. weights_first=0.5")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
     return parser

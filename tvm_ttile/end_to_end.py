@@ -92,7 +92,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
-        "sampler_options": dict(sampler_options or {}),
+        "sampler_options": nw.network_sampler_options(sampler_options),
         "other_trials": other_trials, "dense": dense, "seed": seed,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
         "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
