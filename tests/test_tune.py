@@ -210,34 +210,30 @@ def test_prepacked_weights_are_packed_at_build_time_and_not_timed(host, monkeypa
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
     monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
     systems = ["tvm_ttile", "numpy"]  # MetaSchedule's RewriteLayout on prepacked weights: test_network
-    data = compare(["tiny"], systems, budget=3, out_dir=str(tmp_path), progress=False, prepack=True)
+    data = compare(["tiny"], systems, budget=3, out_dir=str(tmp_path), progress=False, prepack=True,
+                   sampler_options={"weights_first": 1.0})
     assert data["prepack"] is True and "prepacked" in (tmp_path / "compare.md").read_text()
+    # the sampler's options are recorded, and tvm_ttile's runs get their own work dirs (a resumed comparison
+    # never mixes two samplers' records)
+    assert data["sampler_options"] == {"weights_first": 1.0} and "weights_first=1.0" in (tmp_path / "compare.md").read_text()
     summ = summary(data)["tiny"]
     for s in systems:
         assert summ[s]["verified"] and data["results"]["tiny"][s][0]["retimed_gflops"] > 0
     op = Matmul(M=12, N=2 * host.lanes, K=32, prepack=True)
-    mod = best_module(op, str(tmp_path / "work" / f"{host.isa.name}-tvm_ttile-tiny-prepack-seed0"), host)
+    mod = best_module(op, str(tmp_path / "work" / f"{host.isa.name}-tvm_ttile-tiny-prepack-weights_first=1.0-seed0"),
+                      host)
     timed = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(mod, remove_preproc=True)]
     assert len(timed[1]) == 3 and np.prod(timed[1]) == 32 * 2 * host.lanes, timed  # [j // b, k, j % b]
     whole = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(mod, remove_preproc=False)]
     assert whole[1] == (32, 2 * host.lanes)
 
 
-def test_compare_passes_sampler_options_to_tvm_ttile_only(host, monkeypatch, tmp_path):
-    """`compare --sampler-option`: tvm_ttile's runs get their own work dirs (a resumed comparison never mixes two
-    samplers' records), the options are recorded, and a tuner that has no such options refuses them."""
+def test_sampler_options_are_tvm_ttiles_only(host):
+    """Only tvm_ttile has a sampler: another tuner given sampler options refuses them, before tuning anything
+    (compare's pass-through is in the prepack test above)."""
     from tvm_ttile.baselines import run_system
-    from tvm_ttile.compare import compare
     from tvm_ttile.errors import TTileError
-    from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
-    monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
-    data = compare(["tiny"], ["tvm_ttile"], budget=3, out_dir=str(tmp_path), progress=False, retime_rounds=0,
-                   sampler_options={"weights_first": 1.0})
-    assert data["sampler_options"] == {"weights_first": 1.0} and data["results"]["tiny"]["tvm_ttile"][0]["verified"]
-    assert (tmp_path / "work" / f"{host.isa.name}-tvm_ttile-tiny-weights_first=1.0-seed0").is_dir()
-    assert "weights_first=1.0" in (tmp_path / "compare.md").read_text()
     with pytest.raises(TTileError, match="metaschedule takes none"):
         run_system("metaschedule", Matmul(M=4, N=host.lanes, K=4), host, sampler_options={"weights_first": 1.0})
 
