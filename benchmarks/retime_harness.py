@@ -26,12 +26,12 @@ def main():
     args = ap.parse_args()
 
     from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.baselines import best_module, retime, work_dir_for
-    from tvm_ttile.measure import MeasureSettings, default_builder, default_runner, measure_modules
+    from tvm_ttile.baselines import best_module, in_process_timers, work_dir_for
+    from tvm_ttile.compare import SETTINGS as settings
+    from tvm_ttile.measure import default_builder, default_runner, measure_modules
     from tvm_ttile.operators import get_layer
 
     cpu = cpu_mod.detect_host()
-    settings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10)  # compare's settings
     builder, runner = default_builder(settings), default_runner(settings)
     rows = []
     for layer in args.layers.split(","):
@@ -39,12 +39,12 @@ def main():
         work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile", layer + "-prepack", 0, cpu.isa.name)
         mod = best_module(op, work, cpu, 1)
         gflops = lambda s: op.flops / s / 1e9  # noqa: E731
+        kernel, lib = in_process_timers([("tvm_ttile", work), ("numpy", None)], op, cpu, 1, settings)
         worker, in_process, numpy_ = [], [], []
         for _ in range(args.rounds):
             worker.append(gflops(measure_modules([mod], cpu.target(1), settings, builder=builder, runner=runner)[0].median))
-            kernel, lib = retime([("tvm_ttile", work), ("numpy", None)], op, cpu, 1, 1, settings)
-            in_process.append(gflops(kernel))
-            numpy_.append(gflops(lib))
+            in_process.append(gflops(kernel()))
+            numpy_.append(gflops(lib()))
         cells = [f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" for v in (worker, in_process, numpy_)]
         rows.append(f"| {layer} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)

@@ -37,29 +37,29 @@ def main():
 
     host = cpu_mod.detect_host()
     base = TTileSampler.OPTIONS[args.option][0]
-    floors = [_sampler_options([f"{args.option}={v}"])[args.option] for v in args.values.split(",")]
-    rows, gains = [], {f: [] for f in floors}
+    values = [_sampler_options([f"{args.option}={v}"])[args.option] for v in args.values.split(",")]
+    rows, gains = [], {v: [] for v in values}
     for name in args.layers.split(","):
         op = dataclasses.replace(get_layer(name), prepack=True)
         for seed in range(args.seeds):
             pct = {}
-            for floor in (base, *floors):
-                r = tune(op, host, trials=args.trials, seed=seed, sampler_options={args.option: floor},
+            for value in (base, *values):
+                r = tune(op, host, trials=args.trials, seed=seed, sampler_options={args.option: value},
                          progress=False)
-                pct[floor] = r.percent_of_peak if r.verified else float("nan")
-                rows.append(f"| {name} | {seed} | {floor} | {pct[floor]:.1f} | {r.verified} | `{r.scheme}` |")
+                pct[value] = r.percent_of_peak if r.verified else float("nan")
+                rows.append(f"| {name} | {seed} | {value} | {pct[value]:.1f} | {r.verified} | `{r.scheme}` |")
                 print(rows[-1], flush=True)
-            for f in floors:
-                gains[f].append(pct[f] - pct[base])
+            for v in values:
+                gains[v].append(pct[v] - pct[base])
     lines = [f"# ttile sampler: {args.option} {args.values} against {base} (the paper's draw)", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
              f"| layer | seed | {args.option} | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
-    lines += [f"{args.option} {f} minus {base}, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "
-              f"median {statistics.median(gs):+.1f}, wins {sum(g > 0 for g in gs)} of {len(gs)}." for f, gs in gains.items()]
+    lines += [f"{args.option} {v} minus {base}, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "
+              f"median {statistics.median(gs):+.1f}, wins {sum(g > 0 for g in gs)} of {len(gs)}." for v, gs in gains.items()]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("\n".join(lines[-len(floors):]))
+    print("\n".join(lines[-len(values):]))
 
 
 if __name__ == "__main__":

@@ -141,6 +141,8 @@ def test_sampler_option_values_are_checked():
     with pytest.raises(TTileError, match="'min_reuse' takes a value of type int, got 32.5"):
         make_sampler("ttile", min_reuse=32.5)  # not truncated to 32
     assert make_sampler("ttile", min_reuse=32.0).options["min_reuse"] == 32
+    with pytest.raises(TTileError, match="takes a value of type int, got True"):
+        make_sampler("ttile", min_reuse=True)
 
 
 def test_sampler_options_from_the_command_line():

@@ -17,12 +17,14 @@ import time
 from .baselines import LIBRARY_SYSTEMS, TUNERS, retime, run_system, work_dir_for
 from .errors import TTileError
 from .measure import MeasureSettings
+from .samplers import options_text
 
 DEFAULT_SYSTEMS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "onednn", "onnxruntime", "numpy")
+SETTINGS = MeasureSettings(number=1, repeat=5, min_repeat_ms=10)
 
 
 def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seeds=1, out_dir="compare",
-            threads=1, settings: MeasureSettings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10),
+            threads=1, settings: MeasureSettings = SETTINGS,
             progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False,
             sampler_options: dict | None = None) -> dict:
     """Tune every layer with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
@@ -67,7 +69,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 # Prepacked weights are another workload; AutoMCL's computes ignore the flag.
                 name = layer + ("-prepack" if prepack and system != "automcl" else "")
                 if ttile and sampler_options:
-                    name += "".join(f"-{k}={v}" for k, v in sorted(sampler_options.items()))
+                    name += "-" + options_text(sampler_options, sep="-")
                 work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name)
                 res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
                                  work_dir=work, threads=threads, settings=settings, progress=progress,
@@ -199,8 +201,8 @@ def _write(data, out_dir):
              *(["Weights prepacked (--prepack): the TVM tuners' kernels read them packed once at build time, "
                 "untimed, as in a network; AutoMCL's computes and the libraries pack inside every call.", ""]
                if data.get("prepack") else []),
-             *([f"tvm_ttile's sampler options: {', '.join(f'{k}={v}' for k, v in sorted(data['sampler_options'].items()))}.",
-                ""] if data.get("sampler_options") else []),
+             *([f"tvm_ttile's sampler options: {options_text(data['sampler_options'])}.", ""]
+               if data.get("sampler_options") else []),
              f"% of peak of each system's best, timed again side by side after tuning ({data.get('retime_rounds', 0)} "
              "round-robin rounds, median); in brackets the tuning wall time:", "", "| layer | " + " | ".join(systems) + " |",
              "|---|" + "---:|" * len(systems)]

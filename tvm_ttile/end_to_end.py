@@ -18,6 +18,7 @@ from . import cpu as cpu_mod
 from . import network as nw
 from .errors import TTileError
 from .measure import MeasureSettings
+from .samplers import options_text
 
 TOLERANCE = 1e-3  # float32 networks summed in different orders
 ROUNDS, REPEATS = 3, 5
@@ -135,7 +136,7 @@ def _vm_latencies(vm, x):
 
 def _options_text(r) -> str:
     opts = r.get("sampler_options") or {}  # reports written before the option existed have none
-    return " (sampler " + ", ".join(f"{k}={v}" for k, v in sorted(opts.items())) + ")" if opts else ""
+    return f" (sampler {options_text(opts)})" if opts else ""
 
 
 def format_report(r) -> str:

@@ -171,6 +171,17 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
     """Time every system's best again, side by side in this process, round-robin over `rounds` rounds, so
     that a disturbed moment during one system's tuning does not decide the comparison. `entries` are
     (system, work_dir or None); returns the median seconds of each."""
+    timers = in_process_timers(entries, operator, cpu, threads, settings)
+    times = [[] for _ in entries]
+    for _ in range(rounds):
+        for i, timer in enumerate(timers):
+            times[i].append(timer())
+    return [statistics.median(t) for t in times]
+
+
+def in_process_timers(entries, operator, cpu, threads=1, settings: MeasureSettings = MeasureSettings()) -> list:
+    """One callable per (system, work_dir or None) entry, each returning one timing in seconds (median of
+    `settings.repeat`) of that system's best in this process; tuned kernels are built once, here."""
     import tvm
 
     target = cpu.target(threads)
@@ -187,11 +198,7 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
         f = lib.time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
                                min_repeat_ms=settings.min_repeat_ms)
         timers.append(lambda f=f, args=args: statistics.median(f(*args).results))
-    times = [[] for _ in entries]
-    for _ in range(rounds):
-        for i, timer in enumerate(timers):
-            times[i].append(timer())
-    return [statistics.median(t) for t in times]
+    return timers
 
 
 def work_dir_for(root, system, layer, seed, isa):

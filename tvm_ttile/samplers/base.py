@@ -98,14 +98,24 @@ class Sampler:
         return scheme_of(space.problem, choice, reuse, levels)
 
 
+def options_text(options: dict, sep: str = ", ") -> str:
+    """Sampler options as stable text, e.g. "min_reuse=32, weights_first=0.5" (reports, work-dir names)."""
+    return sep.join(f"{k}={v}" for k, v in sorted(options.items()))
+
+
 def _as_type_of(default, value, name: str, sampler: str):
     """An option's value converted to its default's type (the command line gives strings and integers)."""
     kind = type(default)
     try:
-        if kind is bool and not isinstance(value, bool):
+        if (kind is bool) != isinstance(value, bool):  # True is no count, 1 no switch
             raise ValueError
-        if kind is int and float(value) != int(float(value)):  # int() would quietly truncate 32.5 to 32
-            raise ValueError
-        return kind(float(value)) if kind is int else kind(value) if kind is float else value
+        if kind is bool:
+            return value
+        if kind is int:
+            number = float(value)
+            if not number.is_integer():  # int() would quietly truncate 32.5 to 32
+                raise ValueError
+            return int(number)
+        return kind(value)
     except (TypeError, ValueError, OverflowError):
         raise TTileError(f"sampler {sampler!r} option {name!r} takes a value of type {kind.__name__}, got {value!r}") from None
