@@ -5,6 +5,9 @@ import pytest
 
 # Tests never read or write the user's cache: measured peaks and catalogs go to a fresh directory.
 os.environ["TVM_TTILE_CACHE"] = tempfile.mkdtemp(prefix="tvm_ttile_test_cache_")
+# Re-timing the fastest candidates after tuning (confirm.py) costs a build and 15 runs per tuning call: off
+# unless a test asks for it (MeasureSettings(confirm_top=5), --confirm-top 5).
+os.environ["TVM_TTILE_CONFIRM_TOP"] = "0"
 
 
 @pytest.fixture(scope="session")

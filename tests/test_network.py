@@ -71,7 +71,7 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
 
     work = tmp_path / "tiny"
     args = ["tune-model", "tiny_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
-            "--sampler-option", "min_reuse=4", "--json"]
+            "--sampler-option", "min_reuse=4", "--confirm-top", "5", "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
     # the network's default (half the draws weights-first) stays unless the command line overrides it
@@ -82,6 +82,12 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     assert len(tuned) == 6 and all(t["trials"] == 2 and t["verified"] and t["gflops"] > 0 for t in tuned)
     assert all(t["trials"] == 0 and t["notes"] for t in report["tasks"] if t["policy"] != "tvm_ttile")
     assert report["latency"]["tvm_ttile"]["median_ms"] > 0 and (work / "report.md").exists()
+    # Each task's candidates were timed again together before the build (confirm.py): one entry per task.
+    with open(work / "confirmed.jsonl") as f:
+        confirmed = [json.loads(line) for line in f]
+    assert report["confirm_top"] == 5 and len({e["workload"] for e in confirmed}) == len(tuned)
+    assert all(len(e["candidates"]) == 2 and all(len(c["round_medians"]) == 3 for c in e["candidates"])
+               for e in confirmed)
     # Where the time goes inside the running network: every tuned task is found among the VM's calls.
     assert set(report["in_network"]["tasks_ms"]) >= {t["name"] for t in tuned}
     assert "ms in network" in (work / "report.md").read_text()

@@ -11,7 +11,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from kernels import conv_kept, matmul_kept
-from tvm_ttile.measure import build_module
+from tvm_ttile.measure import MeasureSettings, build_module
 from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, open_database, prepare_logging
 from tvm_ttile.operators import Conv2d, Matmul
 from tvm_ttile.scheme import Scheme
@@ -27,7 +27,7 @@ def conv(host):
 def tuned(host, conv, tmp_path_factory):
     work = tmp_path_factory.mktemp("tune")
     return tune(conv, host, trials=6, seed=3, work_dir=str(work), kept=conv_kept(host.isa.name, host.lanes),
-                trials_per_iter=3, progress=False)
+                trials_per_iter=3, progress=False, settings=MeasureSettings(confirm_top=5))
 
 
 def test_tune_reports_a_verified_best(tuned):
@@ -44,17 +44,56 @@ def test_tune_reports_a_verified_best(tuned):
 
 def test_tuning_with_flushed_caches_times_one_cold_call_per_repeat(host, conv, tmp_path):
     """As a network's layers are timed: every repeat is one call after the caches were flushed."""
-    from tvm_ttile.measure import MeasureSettings
     from tvm_ttile.network import COLD_SETTINGS
 
     assert COLD_SETTINGS.cache_flush  # tune-model --cache-flush
     cfg = MeasureSettings(number=2, repeat=3, cache_flush=True).evaluator_config()
     assert (cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.enable_cpu_cache_flush) == (1, 6, 0, True)
     res = tune(conv, host, trials=2, work_dir=str(tmp_path), kept=conv_kept(host.isa.name, host.lanes),
-               settings=MeasureSettings(number=1, repeat=3, cache_flush=True), progress=False)
+               settings=MeasureSettings(number=1, repeat=3, cache_flush=True, confirm_top=0), progress=False)
     assert res.verified and res.gflops > 0
     records = open_database(str(tmp_path)).get_all_tuning_records()
     assert len(records) == 2 and all(len(r.run_secs) == 3 for r in records)
+
+
+def test_the_fastest_records_are_timed_again_together_and_the_build_uses_them(tuned, host, conv):
+    """confirm.confirm_top: the 5 fastest of the 6 records were re-timed in 3 rounds; their run_secs are now
+    the round medians, the replaced timings are in confirmed.jsonl, and MetaSchedule's pick is a confirmed one."""
+    from tvm_ttile.confirm import CONFIRM_LOG, MAX_PASSES, confirm_top
+
+    with open(f"{tuned.work_dir}/{CONFIRM_LOG}") as f:
+        entries = [json.loads(line) for line in f]
+    first, last = entries[0]["candidates"], entries[-1]
+    assert [c["tuning_rank"] for c in first] == [0, 1, 2, 3, 4] and entries[0]["rounds"] == 3
+    assert all(len(c["round_medians"]) == 3 and c["error"] is None and len(c["tuning_secs"]) == 5 for c in first)
+    tuning_means = [np.mean(c["tuning_secs"]) for c in first]
+    assert tuning_means == sorted(tuning_means)  # the five MetaSchedule would have ranked first
+    assert last["best_confirmed"] or len(entries) == MAX_PASSES
+    db = open_database(tuned.work_dir)
+    mod = tvm.IRModule({"main": conv.prim_func(host.lanes)})
+    records = db.get_top_k(db.commit_workload(mod), 10)
+    secs = [[float(x) for x in r.run_secs] for r in records]
+    assert all(c["round_medians"] in secs for c in last["candidates"])
+    if last["best_confirmed"]:
+        assert len(secs[0]) == 3  # the fastest record now carries fresh timings, one median per round
+        sch = tvm.s_tir.Schedule(mod)
+        records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+        from tvm_ttile.lowering import scheme_of_schedule
+
+        assert scheme_of_schedule(sch) == last["candidates"][last["picked_rank"]]["scheme"]
+    assert confirm_top(db, mod, host.target(), MeasureSettings(confirm_top=5), progress=False) is None  # all done
+
+
+def test_confirm_top_default_comes_from_the_environment(monkeypatch):
+    from tvm_ttile.errors import TTileError
+
+    monkeypatch.setenv("TVM_TTILE_CONFIRM_TOP", "3")
+    assert MeasureSettings().confirm_top == 3
+    monkeypatch.delenv("TVM_TTILE_CONFIRM_TOP")
+    assert MeasureSettings().confirm_top == 5
+    monkeypatch.setenv("TVM_TTILE_CONFIRM_TOP", "-1")
+    with pytest.raises(TTileError, match="TVM_TTILE_CONFIRM_TOP must be a whole number"):
+        MeasureSettings()
 
 
 def test_rerun_resumes_from_the_database(tuned, host, conv):
@@ -153,11 +192,15 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
     argv = ["tune", "matmul", "--M", "10", "--N", str(3 * host.lanes - 2), "--K", "24", "--trials", "3",
-            "--work-dir", str(tmp_path), "--json"]
+            "--work-dir", str(tmp_path), "--json", "--confirm-top", "0"]
     assert cli.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"gflops", "percent_of_peak", "scheme", "trials", "seconds", "verified"} <= set(out)
     assert out["verified"] is True and out["trials"] == 3
+    assert not (tmp_path / "confirmed.jsonl").exists()  # --confirm-top 0: the tuning timings stand
+    with pytest.raises(SystemExit):
+        cli.main(argv[:-1] + ["-1"])
+    assert "expected a whole number >= 0, got '-1'" in capsys.readouterr().err
     assert cli.main(["tune", "conv2d", "--K", "8"]) == 2
     assert "--C" in capsys.readouterr().err
     assert cli.main(["tune", "conv2d", "--layer", "bert-qkv"]) == 2

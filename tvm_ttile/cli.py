@@ -107,6 +107,7 @@ def _shape(args):
 
 
 def cmd_tune(args) -> int:
+    from .measure import MeasureSettings
     from .tune import rpc_runner, tune
 
     cpu = _cpu(args)
@@ -119,7 +120,8 @@ def cmd_tune(args) -> int:
         runner = rpc_runner(host, int(port), args.rpc_key)
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
-               sampler_options=_sampler_options(args.sampler_option))
+               sampler_options=_sampler_options(args.sampler_option),
+               settings=MeasureSettings() if args.confirm_top is None else MeasureSettings(confirm_top=args.confirm_top))
     if args.json:
         d = res.to_json()
         if not args.history:
@@ -185,10 +187,14 @@ def _tune_automcl(op, cpu, args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare, summary
+    import dataclasses
+
+    from .compare import SETTINGS, compare, summary
 
     data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
+                   settings=SETTINGS if args.confirm_top is None else dataclasses.replace(SETTINGS,
+                                                                                          confirm_top=args.confirm_top),
                    baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
                    prepack=args.prepack, sampler_options=_sampler_options(args.sampler_option),
                    command="tvm-ttile " + " ".join(sys.argv[1:]))
@@ -209,7 +215,7 @@ def cmd_tune_model(args) -> int:
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
                         prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush,
-                        sampler_options=_sampler_options(args.sampler_option))
+                        sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -228,6 +234,19 @@ def _trials_or_same(value):
         raise argparse.ArgumentTypeError(f"expected a number of trials or 'same', got {value!r}") from None
 
 
+def _non_negative(value):
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value!r}")
+    return n
+
+
+CONFIRM_HELP = ("after tuning, time the N fastest candidates of each task again together (3 round-robin rounds) and "
+                "keep the fastest then: one slow repeat can bury a good candidate on a shared machine (default 5, or "
+                "$TVM_TTILE_CONFIRM_TOP; 0: off; the TVM baselines get the same)")
 PREPACK_HELP = ("weights are constants, as in a network: the tuned kernel may read them packed once at build "
                 "time, and timing leaves that packing out (tvm_ttile, MetaSchedule and the templates)")
 
@@ -278,6 +297,8 @@ def make_parser():
     p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
+    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
+                   help=CONFIRM_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
     p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
@@ -308,6 +329,8 @@ def make_parser():
     p.add_argument("--cache-flush", action="store_true",
                    help="time tvm_ttile's candidates with the CPU caches flushed, as a layer meets its weights in the "
                         "network (the report's per-task times then predict the in-network ones)")
+    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
+                   help=CONFIRM_HELP)
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)
@@ -330,6 +353,8 @@ def make_parser():
                    "timed function, as in its paper, and libraries pack on every call")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                    help="an option of tvm_ttile's ttile sampler, e.g. weights_first=0.5")
+    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
+                   help=CONFIRM_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
     return parser

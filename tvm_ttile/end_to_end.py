@@ -8,6 +8,7 @@ every system are measured in this process, round-robin over ROUNDS rounds, with 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -26,7 +27,7 @@ ROUNDS, REPEATS = 3, 5
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None) -> dict:
+               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None, confirm_top=None) -> dict:
     from .baselines import libraries as libs
     from .models.importers import load_model
 
@@ -37,6 +38,9 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     mod = nw.prepare(net.mod)
     start = time.time()
     settings = nw.COLD_SETTINGS if cache_flush else MeasureSettings()
+    if confirm_top is not None:  # (None: MeasureSettings' default)
+        settings = dataclasses.replace(settings, confirm_top=confirm_top)
+    confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
                             progress=progress, verbose=verbose, prepack=prepack, dense=dense,
                             sampler_options=sampler_options)
@@ -51,6 +55,9 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                      "in the network); MetaSchedule's with its default, hot caches")
     notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
                  "weights not prepacked (--no-prepack): kernels read the model's layout")
+    notes.append(f"each task's {confirm_top} fastest candidates timed again together (3 rounds) after tuning, the "
+                 "fastest then kept (tvm_ttile and MetaSchedule alike)" if confirm_top >= 2 else
+                 "no re-timing of the fastest candidates (--confirm-top 0)")
     if dense == "automcl":
         notes.append("dense layers tuned by AutoMCL (its computes pack inside the kernel, every call); their "
                      "epilogues are separate elementwise tasks")
@@ -60,7 +67,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         from .baselines.tvm_tuners import tune_network_metaschedule
 
         db, secs = tune_network_metaschedule(mod, cpu, os.path.join(work_dir, "metaschedule"), metaschedule_trials,
-                                             threads, seed, prepack=prepack)
+                                             threads, seed, prepack=prepack,
+                                             settings=MeasureSettings(confirm_top=confirm_top))
         systems["metaschedule"] = nw.build_network(mod, db, cpu, threads, prepack)
         outputs["metaschedule"] = nw.run(systems["metaschedule"], x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
@@ -94,7 +102,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
         "sampler_options": nw.network_sampler_options(sampler_options),
-        "other_trials": other_trials, "dense": dense, "seed": seed,
+        "other_trials": other_trials, "dense": dense, "seed": seed, "confirm_top": confirm_top,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
         "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
         "latency": {name: nw.spread(v) for name, v in latencies.items()}, "versions": versions,

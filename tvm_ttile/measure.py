@@ -7,6 +7,7 @@ per worker here, see ENVIRONMENT.md): modules arrive already tensorized.
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 
 from .progress import Progress
@@ -44,6 +45,16 @@ class Measurement:
         return statistics.median(self.seconds) if self.seconds else None
 
 
+def confirm_top_default() -> int:
+    """5, or $TVM_TTILE_CONFIRM_TOP (e.g. 0 turns the re-timing off everywhere: quick experiments, the tests)."""
+    from .errors import TTileError
+
+    value = os.environ.get("TVM_TTILE_CONFIRM_TOP", "5")
+    if not value.isdigit():
+        raise TTileError(f"TVM_TTILE_CONFIRM_TOP must be a whole number >= 0 (0: off), got {value!r}")
+    return int(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class MeasureSettings:
     number: int = 5
@@ -55,6 +66,11 @@ class MeasureSettings:
     # Flush the CPU caches before every timed call (every argument but the first, the input): a layer meets its
     # weights cold in a network whose weights outgrow the last-level cache. One call per repeat then.
     cache_flush: bool = False
+    # After tuning, the fastest `confirm_top` records of a workload are timed again `confirm_rounds` times
+    # round-robin and the build uses the fastest then (confirm.confirm_top: one slow repeat on a shared machine
+    # can bury a good candidate). 0 turns it off.
+    confirm_top: int = dataclasses.field(default_factory=confirm_top_default)
+    confirm_rounds: int = 3
 
     def describe(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,31 +101,34 @@ def default_runner(settings: MeasureSettings, threads: int = 1):
 
 
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,
-                    runner=None) -> list:
-    """Build all `mods` (parallel), then time them one by one. Returns a Measurement per module;
-    a failed build or run is reported in `error`, never dropped. Pass a builder and runner to reuse them
-    across calls (default: new ones)."""
+                    runner=None, rounds: int = 1) -> list:
+    """Build all `mods` (parallel), then time them one by one, `rounds` times round-robin (each module built
+    once), so that candidates compared with each other meet the same moments of a shared machine. Returns a
+    Measurement per module (its seconds: every repeat of every round, in order); a failed build or run is
+    reported in `error`, never dropped. Pass a builder and runner to reuse them across calls (default: new ones)."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     builder, runner = builder or default_builder(settings), runner or default_runner(settings)
     results = []
-    bar = progress or Progress(len(mods), "measuring")
+    bar = progress or Progress(len(mods) * rounds, "measuring")
     for start in range(0, len(mods), settings.chunk):
         chunk = mods[start:start + settings.chunk]
         built = builder.build([ms.builder.BuilderInput(m, target) for m in chunk])
-        for mod, b in zip(chunk, built):
-            if b.error_msg:
-                results.append(Measurement([], f"build failed: {b.error_msg}"))
-            else:
-                args = ArgInfo.from_entry_func(mod, remove_preproc=True)  # as build_module compiled it
-                (future,) = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])
-                res = future.result()
-                if res.error_msg:
-                    results.append(Measurement([], f"run failed: {res.error_msg}"))
-                else:
-                    results.append(Measurement([float(s) for s in res.run_secs]))
-            bar.update()
+        measured = [Measurement([], f"build failed: {b.error_msg}") if b.error_msg else Measurement([])
+                    for b in built]
+        for _ in range(rounds):
+            for mod, b, m in zip(chunk, built, measured):
+                if not m.error:
+                    args = ArgInfo.from_entry_func(mod, remove_preproc=True)  # as build_module compiled it
+                    (future,) = runner.run([ms.runner.RunnerInput(b.artifact_path, "cpu", args)])
+                    res = future.result()
+                    if res.error_msg:
+                        m.seconds, m.error = [], f"run failed: {res.error_msg}"
+                    else:
+                        m.seconds += [float(s) for s in res.run_secs]
+                bar.update()
+        results += measured
     if progress is None:
         bar.close()
     return results

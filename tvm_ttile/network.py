@@ -224,9 +224,12 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         todo = 0 if asked >= budget else max(budget - len(before), 0)
         if todo and not measurer:
             measurer = {"builder": default_builder(settings), "runner": default_runner(settings, threads)}
-        tuning = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy, cost_model,
-                           seed, settings, threads=threads, trials_per_iter=per_iter, progress=progress,
-                           verbose=verbose, label=f"{task.policy} {task.name}", **measurer) if budget else 0.0
+        tuning = 0.0
+        if budget:
+            tuning, database = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy,
+                                         cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
+                                         progress=progress, verbose=verbose, label=f"{task.policy} {task.name}",
+                                         **measurer)
         with open(asked_file, "w") as f:
             json.dump({"trials": max(asked, budget)}, f)
         results.append(_task_result(task, database, target, tuning))

@@ -29,3 +29,13 @@ class Progress:
         if self.tty:
             self.stream.write("\n")
         self.stream.flush()
+
+
+class Silent:
+    """A Progress that shows nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

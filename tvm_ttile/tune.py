@@ -22,6 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from . import cpu as cpu_mod
+from .confirm import confirm_top, reopen
 from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, default_builder, default_runner
@@ -111,36 +112,41 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         kept, fallback = catalog.kept, catalog.ranked()
     strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
                            fallback=fallback, sampler_options=sampler_options or {})
-    seconds = run_tuner(operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(),
-                        strategy=strategy, cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings,
-                        runner=runner, threads=threads, trials_per_iter=trials_per_iter, progress=progress,
-                        verbose=verbose, label=f"tuning {operator.name or type(operator).__name__}")
+    seconds, database = run_tuner(
+        operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=strategy,
+        cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads,
+        trials_per_iter=trials_per_iter, progress=progress, verbose=verbose,
+        label=f"tuning {operator.name or type(operator).__name__}")
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
-              builder=None) -> float:
+              builder=None) -> tuple:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
-    the same builder, runner and measurement settings whatever the policy. Every measured candidate is
-    appended to work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns the total tuning
-    seconds spent in work_dir over all runs. Pass one builder and runner to many calls (default_builder)."""
+    the same builder, runner and measurement settings whatever the policy, then re-time the fastest records
+    together (confirm.confirm_top, per `settings`). Every measured candidate is appended to
+    work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns (the total tuning seconds spent in
+    work_dir over all runs, confirmation included; the database, reopened when confirmation rewrote it).
+    Pass one builder and runner to many calls (default_builder)."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
         prepare_logging(verbose)
+        builder, runner = builder or default_builder(settings), runner or default_runner(settings, threads)
         bar = Progress(todo, label) if progress else None
         recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), flops, start - offset, bar)
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
-                    builder=builder or default_builder(settings),
-                    runner=runner or default_runner(settings, threads), database=database, cost_model=cost_model,
+                    builder=builder, runner=runner, database=database, cost_model=cost_model,
                     measure_callbacks=callbacks, space=space, strategy=strategy, seed=seed,
                     num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-    return add_tuning_seconds(work_dir, time.time() - start)
+        if confirm_top(database, mod, target, settings, builder, runner, progress=progress):
+            database = reopen(database)
+    return add_tuning_seconds(work_dir, time.time() - start), database
 
 
 CURVE_LOG = "curve.jsonl"
