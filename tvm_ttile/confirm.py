@@ -35,12 +35,12 @@ def _mean(secs) -> float:
     return statistics.fmean(float(s) for s in secs) if secs else float("inf")
 
 
-def _key(record_json) -> str:
+def record_key(record_json) -> str:
     """A record's identity: its trace (the same schedule tuned twice gives one key)."""
     return hashlib.sha1(json.dumps(record_json[0], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _read(path) -> list:
+def read_lines(path) -> list:
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -49,7 +49,7 @@ def _read(path) -> list:
 
 def confirmed_keys(log_path) -> set:
     """(workload index, record key) of every record confirmed before."""
-    return {(entry["workload"], c["key"]) for entry in _read(log_path) for c in entry["candidates"]}
+    return {(entry["workload"], c["key"]) for entry in read_lines(log_path) for c in entry["candidates"]}
 
 
 def reopen(database):
@@ -67,7 +67,7 @@ def confirm_top(database, mod, target, settings: MeasureSettings = MeasureSettin
     Reopen the database afterwards (reopen): the handle still holds the old timings."""
     if not isinstance(database, ms.database.JSONDatabase):
         return None
-    index = next((i for i, w in enumerate(_read(database.path_workload))
+    index = next((i for i, w in enumerate(read_lines(database.path_workload))
                   if structural_equal(ms.database.Workload.from_json(w).mod, mod)), None)
     return None if index is None else _confirm_passes(database, index, target, settings, builder, runner, progress)
 
@@ -79,7 +79,7 @@ def confirm_all(database, target, settings: MeasureSettings = MeasureSettings(),
     if not isinstance(database, ms.database.JSONDatabase):
         return database
     changed = [_confirm_passes(database, i, target, settings, builder, runner, progress)
-               for i in range(len(_read(database.path_workload)))]
+               for i in range(len(read_lines(database.path_workload)))]
     return reopen(database) if any(changed) else database
 
 
@@ -104,13 +104,13 @@ def _confirm(database, index, target, settings, builder, runner, progress) -> di
     top, rounds = settings.confirm_top, settings.confirm_rounds
     if top < 2 or rounds < 1:
         return None
-    lines = _read(database.path_tuning_record)
+    lines = read_lines(database.path_tuning_record)
     mine = sorted((n for n, (w, rec) in enumerate(lines) if w == index and rec[1]), key=lambda n: _mean(lines[n][1][1]))
     chosen = [n for n in mine if _mean(lines[n][1][1]) < FAILED][:top]
     log_path = os.path.join(os.path.dirname(database.path_tuning_record), CONFIRM_LOG)
-    if len(chosen) < 2 or {(index, _key(lines[n][1])) for n in chosen} <= confirmed_keys(log_path):
+    if len(chosen) < 2 or {(index, record_key(lines[n][1])) for n in chosen} <= confirmed_keys(log_path):
         return None
-    workload = ms.database.Workload.from_json(_read(database.path_workload)[index])
+    workload = ms.database.Workload.from_json(read_lines(database.path_workload)[index])
     mods, schemes = [], []
     for n in chosen:
         sch = tvm.s_tir.Schedule(workload.mod)
@@ -125,7 +125,7 @@ def _confirm(database, index, target, settings, builder, runner, progress) -> di
         size = len(m.seconds) // rounds
         fresh = [statistics.median(m.seconds[r * size:(r + 1) * size]) for r in range(rounds)] if m.seconds \
             else [FAILED]
-        candidates.append({"key": _key(lines[n][1]), "scheme": scheme, "tuning_rank": rank,
+        candidates.append({"key": record_key(lines[n][1]), "scheme": scheme, "tuning_rank": rank,
                            "tuning_secs": lines[n][1][1], "round_medians": fresh, "error": m.error})
         lines[n][1][1] = fresh
     entry = {"workload": index, "rounds": rounds, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
