@@ -84,6 +84,23 @@ def test_the_fastest_records_are_timed_again_together_and_the_build_uses_them(tu
     assert confirm_top(db, mod, host.target(), MeasureSettings(confirm_top=5), progress=False) is None  # all done
 
 
+def test_confirm_all_after_tune_relax_style_tuning(tuned, host, conv, tmp_path):
+    """confirm_all, for a database tuned elsewhere (tune_relax): every workload's fastest timed again."""
+    import shutil
+
+    from tvm_ttile.confirm import CONFIRM_LOG, confirm_all
+
+    shutil.copytree(tuned.work_dir, tmp_path / "db")
+    (tmp_path / "db" / CONFIRM_LOG).unlink()  # as if never re-timed
+    db = open_database(str(tmp_path / "db"))
+    again = confirm_all(db, host.target(), MeasureSettings(confirm_top=3), progress=False)
+    assert again is not db  # reopened: the records changed underneath the first handle
+    with open(tmp_path / "db" / CONFIRM_LOG) as f:
+        entries = [json.loads(line) for line in f]
+    assert {e["workload"] for e in entries} == {0} and all(len(e["candidates"]) == 3 for e in entries)
+    assert confirm_all(again, host.target(), MeasureSettings(confirm_top=0)) is again  # off: untouched
+
+
 def test_confirm_top_default_comes_from_the_environment(monkeypatch):
     from tvm_ttile.errors import TTileError
 
