@@ -121,7 +121,7 @@ def cmd_tune(args) -> int:
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
                sampler_options=_sampler_options(args.sampler_option),
-               settings=MeasureSettings() if args.confirm_top is None else MeasureSettings(confirm_top=args.confirm_top))
+               settings=MeasureSettings().with_confirm_top(args.confirm_top))
     if args.json:
         d = res.to_json()
         if not args.history:
@@ -187,14 +187,11 @@ def _tune_automcl(op, cpu, args) -> int:
 
 
 def cmd_compare(args) -> int:
-    import dataclasses
-
     from .compare import SETTINGS, compare, summary
 
     data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
-                   settings=SETTINGS if args.confirm_top is None else dataclasses.replace(SETTINGS,
-                                                                                          confirm_top=args.confirm_top),
+                   settings=SETTINGS.with_confirm_top(args.confirm_top),
                    baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
                    prepack=args.prepack, sampler_options=_sampler_options(args.sampler_option),
                    command="tvm-ttile " + " ".join(sys.argv[1:]))

@@ -67,9 +67,10 @@ def confirm_top(database, mod, target, settings: MeasureSettings = MeasureSettin
     Reopen the database afterwards (reopen): the handle still holds the old timings."""
     if not isinstance(database, ms.database.JSONDatabase):
         return None
-    index = next((i for i, w in enumerate(read_lines(database.path_workload))
-                  if structural_equal(ms.database.Workload.from_json(w).mod, mod)), None)
-    return None if index is None else _confirm_passes(database, index, target, settings, builder, runner, progress)
+    workloads = [ms.database.Workload.from_json(w) for w in read_lines(database.path_workload)]
+    index = next((i for i, w in enumerate(workloads) if structural_equal(w.mod, mod)), None)
+    return None if index is None else _confirm_passes(database, index, workloads[index], target, settings, builder,
+                                                      runner, progress)
 
 
 def confirm_all(database, target, settings: MeasureSettings = MeasureSettings(), builder=None, runner=None,
@@ -78,20 +79,20 @@ def confirm_all(database, target, settings: MeasureSettings = MeasureSettings(),
     database, reopened when anything changed."""
     if not isinstance(database, ms.database.JSONDatabase):
         return database
-    changed = [_confirm_passes(database, i, target, settings, builder, runner, progress)
-               for i in range(len(read_lines(database.path_workload)))]
+    changed = [_confirm_passes(database, i, ms.database.Workload.from_json(w), target, settings, builder, runner,
+                               progress) for i, w in enumerate(read_lines(database.path_workload))]
     return reopen(database) if any(changed) else database
 
 
 MAX_PASSES = 3
 
 
-def _confirm_passes(database, index, target, settings, builder, runner, progress) -> dict | None:
+def _confirm_passes(database, index, workload, target, settings, builder, runner, progress) -> dict | None:
     """Confirm again while an unconfirmed record is the fastest (the confirmed ones re-timed slower than its
     tuning time), at most MAX_PASSES times. Returns the last pass's entry."""
     entry = None
     for _ in range(MAX_PASSES):
-        new = _confirm(database, index, target, settings, builder, runner, progress)
+        new = _confirm(database, index, workload, target, settings, builder, runner, progress)
         if new is None:
             break
         entry = new
@@ -100,7 +101,7 @@ def _confirm_passes(database, index, target, settings, builder, runner, progress
     return entry
 
 
-def _confirm(database, index, target, settings, builder, runner, progress) -> dict | None:
+def _confirm(database, index, workload, target, settings, builder, runner, progress) -> dict | None:
     top, rounds = settings.confirm_top, settings.confirm_rounds
     if top < 2 or rounds < 1:
         return None
@@ -110,7 +111,6 @@ def _confirm(database, index, target, settings, builder, runner, progress) -> di
     log_path = os.path.join(os.path.dirname(database.path_tuning_record), CONFIRM_LOG)
     if len(chosen) < 2 or {(index, record_key(lines[n][1])) for n in chosen} <= confirmed_keys(log_path):
         return None
-    workload = ms.database.Workload.from_json(read_lines(database.path_workload)[index])
     mods, schemes = [], []
     for n in chosen:
         sch = tvm.s_tir.Schedule(workload.mod)

@@ -8,7 +8,6 @@ every system are measured in this process, round-robin over ROUNDS rounds, with 
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -37,9 +36,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     work_dir = work_dir or f"tune_{net.name}"
     mod = nw.prepare(net.mod)
     start = time.time()
-    settings = nw.COLD_SETTINGS if cache_flush else MeasureSettings()
-    if confirm_top is not None:  # (None: MeasureSettings' default)
-        settings = dataclasses.replace(settings, confirm_top=confirm_top)
+    settings = (nw.COLD_SETTINGS if cache_flush else MeasureSettings()).with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
                             progress=progress, verbose=verbose, prepack=prepack, dense=dense,
@@ -55,7 +52,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                      "in the network); MetaSchedule's with its default, hot caches")
     notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
                  "weights not prepacked (--no-prepack): kernels read the model's layout")
-    notes.append(f"each task's {confirm_top} fastest candidates timed again together (3 rounds) after tuning, the "
+    notes.append(f"each task's {confirm_top} fastest candidates timed again together ({settings.confirm_rounds} "
+                 "rounds) after tuning, the "
                  "fastest then kept (tvm_ttile and MetaSchedule alike)" if confirm_top >= 2 else
                  "no re-timing of the fastest candidates (--confirm-top 0)")
     if dense == "automcl":
@@ -68,7 +66,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
 
         db, secs = tune_network_metaschedule(mod, cpu, os.path.join(work_dir, "metaschedule"), metaschedule_trials,
                                              threads, seed, prepack=prepack,
-                                             settings=MeasureSettings(confirm_top=confirm_top))
+                                             settings=MeasureSettings().with_confirm_top(confirm_top))
         systems["metaschedule"] = nw.build_network(mod, db, cpu, threads, prepack)
         outputs["metaschedule"] = nw.run(systems["metaschedule"], x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}

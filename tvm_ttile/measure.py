@@ -10,6 +10,7 @@ import dataclasses
 import os
 import statistics
 
+from .errors import TTileError
 from .progress import Progress
 
 
@@ -47,8 +48,6 @@ class Measurement:
 
 def confirm_top_default() -> int:
     """5, or $TVM_TTILE_CONFIRM_TOP (e.g. 0 turns the re-timing off everywhere: quick experiments, the tests)."""
-    from .errors import TTileError
-
     value = os.environ.get("TVM_TTILE_CONFIRM_TOP", "5")
     if not value.isdigit():
         raise TTileError(f"TVM_TTILE_CONFIRM_TOP must be a whole number >= 0 (0: off), got {value!r}")
@@ -74,6 +73,10 @@ class MeasureSettings:
 
     def describe(self) -> dict:
         return dataclasses.asdict(self)
+
+    def with_confirm_top(self, top: int | None) -> "MeasureSettings":
+        """These settings with `confirm_top` replaced (None: unchanged, e.g. a command line without --confirm-top)."""
+        return self if top is None else dataclasses.replace(self, confirm_top=top)
 
     def evaluator_config(self):
         from tvm.s_tir import meta_schedule as ms
