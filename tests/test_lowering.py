@@ -169,7 +169,7 @@ def test_layout_free_weights_are_packed(host, kind, text):
     func = op.prim_func(L).with_attr("layout_free_buffers", [1])
     lowered = lower(problem, scheme, func)
     block = pack_block(problem, scheme)
-    assert block == 2 * L and lowered.intrinsics[0].endswith(f"_pkw{block}")
+    assert block == 2 * L and f"_pkw{block}" in lowered.intrinsics[0]
     assert LAYOUT_REWRITE in lowered.sch.mod.script()
     got, ref = run(op, lowered.sch.mod, host.target())
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
@@ -182,3 +182,41 @@ def test_layout_free_weights_are_packed(host, kind, text):
     register_by_name(lowered.intrinsics[0])
     # Unmarked weights stay in place.
     assert "_pkw" not in lower(problem, scheme, op.prim_func(L)).intrinsics[0]
+
+
+@pytest.mark.parametrize("text", ["[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]",  # a microkernel
+                                  "[T(2,j),Lambda(i,[(1,2),(1,4)]),T(16,k),U(lambda,i),U(2,j),V(j)]"])  # a tail
+def test_weight_prefetch(host, text):
+    """Matmul microkernels prefetch their weights WEIGHT_PREFETCH steps ahead by default: the generated code
+    holds llvm.prefetch calls (none with prefetch=0), stays right, and its intrinsic names carry the distance,
+    so that a fresh process registers the same code from a database."""
+    from tvm_ttile.lowering import WEIGHT_PREFETCH, _parse_tail_name
+    from tvm_ttile.measure import build_module
+    from tvm_ttile.microkernels import intrin
+
+    L = host.lanes
+    op = Matmul(M=6, N=4 * L, K=16)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    scheme = Scheme.parse(text)
+    func = op.prim_func(L).with_attr("layout_free_buffers", [1])
+    ir = {}
+    for distance in (None, 0):
+        lowered = lower(problem, scheme, func, prefetch=distance)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+        lib = build_module(lowered.sch.mod, host.target())
+        ir[distance] = "".join(_llvm_ir(m) for m in [lib, *lib.imports])
+        name = lowered.intrinsics[0]
+        want = WEIGHT_PREFETCH["matmul"] if distance is None else 0
+        parsed = _parse_tail_name(name)[4] if "Lambda" in text else intrin.parse_suffix(name)[2]
+        assert parsed == want and ("_pf" in name) == bool(want)
+        register_by_name(name)
+    assert WEIGHT_PREFETCH["matmul"] > 0
+    assert "llvm.prefetch" in ir[None] and "llvm.prefetch" not in ir[0]
+
+
+def _llvm_ir(module) -> str:
+    try:
+        return module.inspect_source("ll")
+    except Exception:  # noqa: BLE001 - a module with no LLVM source (e.g. the host wrapper)
+        return ""

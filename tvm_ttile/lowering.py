@@ -45,28 +45,31 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     return Microkernel.make("matmul", isa, lanes, ext.get("k", 1), i=ext.get("i", 1), j=ext.get("j", lanes) // lanes)
 
 
-def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0) -> str:
+def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0) -> str:
     extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
+    suffix = intrin.variant_suffix(packed, prefetch)
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
-            f"{sub.text}{extra}{'~' + intrin.packed_suffix(packed) if packed else ''}")
+            f"{sub.text}{extra}{'~' + suffix if suffix else ''}")
 
 
 def _parse_tail_name(name: str):
     m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
-                     + f"(?:~{intrin.PACKED}(\\d+))?", name)
+                     + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?)?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text, ext, packed = m.groups()
+    op, isa, lanes, st, dl, text, ext, packed, prefetch = m.groups()
     problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
-    return problem, Scheme.parse(text), sizes, int(packed or 0)
+    return problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0)
 
 
-def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0) -> tuple:
+def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0,
+                  prefetch: int = 0) -> tuple:
     """Register the tail intrinsic of sub-scheme `sub`: from a Lambda down, or (with `ext`, the region's
     extents) a whole scheme with partial P tiles; `packed`: reading weights prepacked in blocks of that
-    many vector elements. Returns (name, region_mk)."""
-    name = tail_name(problem, sub, ext, packed)
+    many vector elements; `prefetch`: its microkernels prefetch weights that many reduction steps ahead.
+    Returns (name, region_mk)."""
+    name = tail_name(problem, sub, ext, packed, prefetch)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
                         ext if ext is not None else sub.extents(problem.lanes)[0])
     if TensorIntrin.get(name, allow_missing=True) is None:
@@ -82,14 +85,14 @@ def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed
                     T.writes(full(C))
                     B = intrin.weights(B, packed)
                     if ext is not None:
-                        _emit_partial(problem, sub, ext, A, B, C)
+                        _emit_partial(problem, sub, ext, A, B, C, prefetch)
                     else:
-                        _emit_tail(problem, sub, A, B, C)
+                        _emit_tail(problem, sub, A, B, C, prefetch)
         TensorIntrin.register(name, desc, ib.get())
     return name, region
 
 
-def _emit_partial(problem, scheme, ext, A, B, C):
+def _emit_partial(problem, scheme, ext, A, B, C, prefetch=0):
     """Loops for a scheme with P levels: each P runs ceil(avail / size) tiles, the last one clipped; below
     the last level, a loop over the whole microkernels left in the (possibly clipped) tile."""
     import tvm.tirx as tir
@@ -107,7 +110,7 @@ def _emit_partial(problem, scheme, ext, A, B, C):
 
     def counts(dims, base, avail):
         if not dims:
-            intrin.emit_microkernel(mk, A, B, C, base)
+            intrin.emit_microkernel(mk, A, B, C, base, prefetch)
             return
         d, u = dims[0], unit.get(dims[0], 1)
         with T.serial(0, tir.floordiv(avail[d], u)) as v:
@@ -131,7 +134,7 @@ def _emit_partial(problem, scheme, ext, A, B, C):
     walk(0, {}, dict(ext))
 
 
-def _emit_tail(problem, sub, A, B, C):
+def _emit_tail(problem, sub, A, B, C, prefetch=0):
     lam = sub.specs[0]
     offset = 0
     for repeats, unroll in lam.parts:
@@ -140,21 +143,21 @@ def _emit_tail(problem, sub, A, B, C):
         ext = sub.extents(problem.lanes, lambda_unroll=unroll)
         part = ext[1][lam.dim] if len(sub.specs) > 1 else unroll
         with T.serial(0, repeats) as p:
-            _emit_levels(sub.specs[1:], ext[1:], {lam.dim: offset + p * part}, mk, A, B, C)
+            _emit_levels(sub.specs[1:], ext[1:], {lam.dim: offset + p * part}, mk, A, B, C, prefetch)
         offset += repeats * part
 
 
-def _emit_levels(specs, exts, base, mk, A, B, C):
+def _emit_levels(specs, exts, base, mk, A, B, C, prefetch=0):
     """Loops for the T specifiers down to the reuse loop, then the microkernel at the accumulated offsets."""
     if len(specs) > 1 and not isinstance(specs[0], (U, V)) and isinstance(specs[1], (U, V)):
-        intrin.emit_microkernel(mk, A, B, C, base)  # specs[0] is the reuse loop: the microkernel owns it
+        intrin.emit_microkernel(mk, A, B, C, base, prefetch)  # specs[0] is the reuse loop: the microkernel owns it
         return
     spec = specs[0]
     below = exts[1].get(spec.dim, 1)
     with T.serial(0, spec.n) as v:
         inner = dict(base)
         inner[spec.dim] = inner.get(spec.dim, 0) + v * below
-        _emit_levels(specs[1:], exts[1:], inner, mk, A, B, C)
+        _emit_levels(specs[1:], exts[1:], inner, mk, A, B, C, prefetch)
 
 
 def register_by_name(name: str) -> None:
@@ -162,11 +165,11 @@ def register_by_name(name: str) -> None:
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
     if name.startswith(TAIL_PREFIX):
-        problem, sub, ext, packed = _parse_tail_name(name)
-        register_tail(problem, sub, ext, packed)
+        problem, sub, ext, packed, prefetch = _parse_tail_name(name)
+        register_tail(problem, sub, ext, packed, prefetch)
     else:
-        m = re.fullmatch(f"(.*){intrin.PACKED}(\\d+)", name)
-        intrin.register(Microkernel.from_name(m.group(1) if m else name), int(m.group(2)) if m else 0)
+        base, packed, prefetch = intrin.parse_suffix(name)
+        intrin.register(Microkernel.from_name(base), packed, prefetch)
 
 
 # --- lowering -------------------------------------------------------------------------------------
@@ -277,12 +280,22 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     return size
 
 
-def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True) -> Lowered:
+# Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Measured on the
+# Zen 3: matmul 16 steps, geometric mean 1.017 over the 10 benchmark shapes, 1.13 where 64 MB of weights stream
+# from memory (benchmarks/results/prefetch.md; 64 steps is worse); conv2d prefetching made ResNet-18 5% slower
+# (benchmarks/results/end_to_end_zen3/builds_side_by_side_prefetch.md).
+WEIGHT_PREFETCH = {"matmul": 16, "conv2d": 0}
+
+
+def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
+          prefetch: int | None = None) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
-    marks layout-free are packed (pack_weights)."""
+    marks layout-free are packed (pack_weights). `prefetch`: reduction steps ahead at which the microkernels
+    prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse)
     op, size, lanes = problem.op, problem.size, problem.lanes
+    prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     block = sch.get_sblock(BLOCK[op])
     packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
@@ -294,16 +307,16 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     if scheme.partial_dims:  # P levels: the whole nest is one tail intrinsic with clipped loops
         cut, region_ext = 0, dict(size)
         name, nest_mk = register_tail(problem, scheme, ext={d: e for d, e in size.items() if d != "n"},
-                                      packed=packed)
+                                      packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
         mk = microkernel_of(problem, scheme)
         region_loops = [(reuse, problem.reuse, mk.red // mk.get("c") if op == "conv2d" else mk.red)]
         if op == "conv2d" and mk.get("c") > 1:
             region_loops.append(("c_i", "c", mk.get("c")))
-        name, nest_mk = intrin.register(mk, packed), mk
+        name, nest_mk = intrin.register(mk, packed, prefetch), mk
     else:
-        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed)
+        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     for d in (("s", "r", "w", "h", "k") if op == "conv2d" else ("i", "j")):
         region_loops.append((d, d, region_ext.get(d, 1)))

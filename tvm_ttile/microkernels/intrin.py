@@ -8,6 +8,8 @@ microkernel on demand is cheap.
 """
 from __future__ import annotations
 
+import re
+
 import tvm
 import tvm.tirx as tir
 from tvm.s_tir import TensorIntrin
@@ -33,8 +35,19 @@ def loop_nest(mk: Microkernel):
 PACKED = "_pkw"  # name suffix (+ block size) of the intrinsics that read prepacked weights
 
 
-def packed_suffix(block: int) -> str:
-    return f"{PACKED}{block}" if block else ""
+PREFETCH = "_pf"  # name suffix (+ distance in reduction steps) of the intrinsics that prefetch their weights
+
+
+def variant_suffix(block: int, prefetch: int = 0) -> str:
+    """The name suffix of an intrinsic's variant: weights prepacked in blocks of `block`, prefetched `prefetch`
+    reduction steps ahead."""
+    return (f"{PACKED}{block}" if block else "") + (f"{PREFETCH}{prefetch}" if prefetch else "")
+
+
+def parse_suffix(name: str) -> tuple:
+    """(name without the suffixes, packed block, prefetch distance) of an intrinsic name."""
+    m = re.fullmatch(f"(.*?)(?:{PACKED}(\\d+))?(?:{PREFETCH}(\\d+))?", name)
+    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0)
 
 
 class PackedWeights:
@@ -87,17 +100,20 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
     return out
 
 
-def _func(mk: Microkernel, impl: bool, packed: int = 0):
+def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0):
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
-            T.func_name(mk.name + packed_suffix(packed) + ("_impl" if impl else "_desc"))
+            T.func_name(mk.name + variant_suffix(packed, prefetch) + ("_impl" if impl else "_desc"))
             params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
             A, B, C = _buffers(mk, params, impl, packed)
             full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
             with T.sblock("root"):
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
-                (_impl_body if impl else _desc_body)(mk, A, weights(B, packed), C)
+                if impl:
+                    emit_microkernel(mk, A, weights(B, packed), C, {}, prefetch)
+                else:
+                    _desc_body(mk, A, weights(B, packed), C)
     return ib.get()
 
 
@@ -134,14 +150,11 @@ def _desc_body(mk, A, B, C):
                 T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
 
 
-def _impl_body(mk, A, B, C):
-    emit_microkernel(mk, A, B, C, {})
-
-
-def emit_microkernel(mk, A, B, C, base: dict):
+def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
     """Emit the microkernel's statements (reduction loop included) into the current IR builder frame.
     `base` offsets the tile inside the buffers, per dimension (conv2d: h, w, k, c, r, s; matmul: i, j,
-    k); k (conv2d) and j (matmul) offsets are in elements."""
+    k); k (conv2d) and j (matmul) offsets are in elements. `prefetch` > 0: each reduction step also
+    prefetches the weights that many steps ahead."""
     L = mk.lanes
     vec = f"float32x{L}"
     u = dict(mk.unroll)
@@ -178,6 +191,13 @@ def emit_microkernel(mk, A, B, C, base: dict):
         T.buffer_store(acc, T.fma(bcast, B.vload(w_at(step, c, kk), vec), acc[slot(ri, kk)]), [slot(ri, kk)])
 
     with T.serial(0, red_trips) as c:
+        if prefetch:
+            # For weights that stream from memory (lowering.WEIGHT_PREFETCH says where it pays). Prefetches
+            # never fault on x86 or ARM, so running past the buffer's end in the last steps is safe.
+            for kk in range(0, nk, max(1, 16 // L)):  # one per 64-byte line of 4-byte lanes
+                T.evaluate(tir.call_llvm_intrin("void", "llvm.prefetch.p0", tir.address_of(
+                    B[tuple(w_at(steps[0], c + prefetch, kk))]), tir.const(0, "int32"), tir.const(3, "int32"),
+                    tir.const(1, "int32")))
         for step in steps:
             if mk.weights_resident:
                 for ri, row in enumerate(rows):
@@ -192,13 +212,14 @@ def emit_microkernel(mk, A, B, C, base: dict):
             T.buffer_store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
 
 
-def register(mk: Microkernel, packed: int = 0) -> str:
+def register(mk: Microkernel, packed: int = 0, prefetch: int = 0) -> str:
     """Register `mk` as a TensorIntrin (once per process) and return its name; `packed` (a block size): the
-    variant reading weights prepacked in blocks of that many vector elements."""
-    name = mk.name + packed_suffix(packed)
+    variant reading weights prepacked in blocks of that many vector elements; `prefetch`: the variant
+    prefetching its weights that many reduction steps ahead."""
+    name = mk.name + variant_suffix(packed, prefetch)
     if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
-        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed))
+        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed, prefetch))
     return name
 
 

@@ -1,0 +1,119 @@
+"""Does prefetching the weights inside the microkernels pay? For each layer of a finished `tvm-ttile compare
+--prepack` run, the scheme of tvm_ttile's best (seed 0) is lowered again with the weights prefetched 0, 16 and
+64 reduction steps ahead (lowering.lower(prefetch=)), each checked against numpy, then all of them and numpy
+are timed in-process, round-robin.
+
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64] [--rounds 7]
+
+Single thread. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("compare_out")
+    ap.add_argument("--layers", help="default: every layer of the comparison")
+    ap.add_argument("--distances", default="0,16,64")
+    ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "prefetch"), help="OUT.md and OUT.json")
+    ap.add_argument("--render", action="store_true", help="only rewrite OUT.md from OUT.json")
+    args = ap.parse_args()
+    if args.render:
+        with open(args.out + ".json") as f:
+            return render(json.load(f), args.out + ".md")
+
+    import tvm
+
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile.baselines import best_module, work_dir_for
+    from tvm_ttile.baselines.libraries import LIBRARIES
+    from tvm_ttile.lowering import lower, problem_of, scheme_of_schedule
+    from tvm_ttile.measure import build_module, timing_args
+    from tvm_ttile.operators import get_layer, run_against_reference
+    from tvm_ttile.scheme import Scheme
+
+    with open(os.path.join(args.compare_out, "compare.json")) as f:
+        layers = args.layers.split(",") if args.layers else list(json.load(f)["results"])
+    distances = [int(d) for d in args.distances.split(",")]
+    cpu = cpu_mod.detect_host()
+    target = cpu.target(1)
+    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    timers, rows = [], []
+    for layer in layers:
+        op = dataclasses.replace(get_layer(layer), prepack=True)
+        work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile", layer + "-prepack", 0, cpu.isa.name)
+        scheme = scheme_of_schedule(tvm.s_tir.Schedule(best_module(op, work, cpu)))
+        timers.append(lambda op=op: LIBRARIES["numpy"](op, 1)[1])
+        rows.append({"layer": layer, "variant": "numpy", "scheme": None})
+        for d in distances:
+            func = op.prim_func(cpu.lanes)
+            mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, prefetch=d).sch.mod
+            run_against_reference(op, mod, target)  # raises when wrong: no time is reported for a wrong kernel
+            f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=1, repeat=5, min_repeat_ms=10)
+            timers.append(lambda f=f, a=timing_args(mod): statistics.median(f(*a).results))
+            rows.append({"layer": layer, "variant": f"prefetch {d}", "scheme": scheme})
+        print(f"built {layer}: {scheme}", flush=True)
+    flops = {layer: get_layer(layer).flops for layer in layers}
+    gflops = [[] for _ in rows]
+    for r in range(args.rounds):
+        for i, (row, timer) in enumerate(zip(rows, timers)):
+            gflops[i].append(flops[row["layer"]] / timer() / 1e9)
+        print(f"round {r + 1}/{args.rounds}", flush=True)
+    for row, g in zip(rows, gflops):
+        row.update(gflops=g, median=statistics.median(g))
+    data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
+            "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "rounds": args.rounds, "distances": distances,
+            "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
+    with open(args.out + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    render(data, args.out + ".md")
+
+
+def render(data, path):
+    ds = data["distances"]
+    by = {(r["layer"], r["variant"]): r for r in data["rows"]}
+    layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
+    lines = [f"# Weight prefetch in the matmul microkernels, {data['machine']} ({data['isa']}), 1 thread",
+             "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "
+             f"{data['rounds']} round-robin rounds, each a median of 5 repeats; medians over rounds. Each layer: "
+             "the scheme of tvm_ttile's best (seed 0), lowered with the weights prefetched d reduction steps ahead "
+             "(0: none), each checked against numpy before it is timed; weights prepacked (untimed), numpy packs "
+             "in its call.", "",
+             "| layer | numpy | " + " | ".join(f"prefetch {d}" for d in ds) + " | "
+             + " | ".join(f"{d} / 0" for d in ds if d) + " |",
+             "|---|---:|" + "---:|" * len(ds) + "---:|" * len([d for d in ds if d])]
+    ratios = {d: [] for d in ds if d}
+    for layer in layers:
+        base = by[(layer, f"prefetch {ds[0]}")]["median"] if ds[0] == 0 else None
+        cells = [f"{by[(layer, 'numpy')]['median']:.1f}"] + [f"{by[(layer, f'prefetch {d}')]['median']:.1f}" for d in ds]
+        for d in ds:
+            if d and base:
+                ratio = by[(layer, f"prefetch {d}")]["median"] / base
+                ratios[d].append(ratio)
+                cells.append(f"{ratio:.3f}")
+        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for d, rs in ratios.items():
+        if rs:
+            geo = statistics.geometric_mean(rs)
+            lines.append(f"- prefetch {d} / none: geometric mean {geo:.3f} over {len(rs)} layers "
+                         f"(range {min(rs):.3f}-{max(rs):.3f}).")
+    lines += ["", "GFLOPS; schemes:", ""] + [f"- {layer}: `{by[(layer, f'prefetch {ds[0]}')]['scheme']}`"
+                                              for layer in layers]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
