@@ -39,8 +39,9 @@ def main():
     from tvm_ttile.baselines.libraries import LIBRARIES
     from tvm_ttile.lowering import lower, problem_of, scheme_of_schedule
     from tvm_ttile.measure import build_module, timing_args
-    from tvm_ttile.operators import get_layer, run_against_reference
+    from tvm_ttile.operators import get_layer
     from tvm_ttile.scheme import Scheme
+    from tvm_ttile.tune import verify
 
     with open(os.path.join(args.compare_out, "compare.json")) as f:
         layers = args.layers.split(",") if args.layers else list(json.load(f)["results"])
@@ -58,7 +59,9 @@ def main():
         for d in distances:
             func = op.prim_func(cpu.lanes)
             mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, prefetch=d).sch.mod
-            run_against_reference(op, mod, target)  # raises when wrong: no time is reported for a wrong kernel
+            ok, err = verify(op, mod, target)
+            if not ok:  # no time is reported for a wrong kernel
+                sys.exit(f"{layer}, prefetch {d}: output differs from numpy by {err}")
             f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=1, repeat=5, min_repeat_ms=10)
             timers.append(lambda f=f, a=timing_args(mod): statistics.median(f(*a).results))
             rows.append({"layer": layer, "variant": f"prefetch {d}", "scheme": scheme})
