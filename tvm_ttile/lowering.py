@@ -281,8 +281,9 @@ def pack_weights(sch, block, op: str, size: int) -> int:
 
 
 # Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Measured on the
-# Zen 3: matmul 16 steps, geometric mean 1.017 over the 10 benchmark shapes, 1.13 where 64 MB of weights stream
-# from memory (benchmarks/results/prefetch.md; 64 steps is worse); conv2d prefetching made ResNet-18 5% slower
+# Zen 3: matmul 16 steps, geometric mean 1.017 and 1.031 over the 10 benchmark shapes in two runs, up to 1.07-1.24
+# where the weights stream from memory, never below 0.993 (benchmarks/results/prefetch.md); conv2d prefetching made
+# ResNet-18 5% slower
 # (benchmarks/results/end_to_end_zen3/builds_side_by_side_prefetch.md).
 WEIGHT_PREFETCH = {"matmul": 16, "conv2d": 0}
 
