@@ -199,7 +199,7 @@ def _prim_func(operator, vector_lanes):
 
 def run_against_reference(operator, mod, target, seed: int = 7):
     """Compile `mod` (the operator's function, scheduled), run it once on random inputs and return
-    (output, numpy reference)."""
+    (output, numpy reference). It does not compare them: tune.verify does."""
     import tvm
 
     lib = tvm.compile(mod, target=target)
