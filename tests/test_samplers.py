@@ -132,6 +132,29 @@ def test_weights_first_orders_a_share_of_the_draws(problem):
         s.validate(sp.problem.size, sp.problem.lanes, sp.problem.reuse)
 
 
+def _reduction_inner(scheme, problem) -> bool:
+    """Are the reduction's levels above the reuse loop all below every output level?"""
+    from tvm_ttile.scheme import Lambda, T
+    from tvm_ttile.space import REDUCTION
+
+    levels = [s.dim for s in scheme.specs if isinstance(s, (T, Lambda))][:-1]
+    rank = [1 if d in REDUCTION[problem.op] else 0 for d in levels]
+    return rank == sorted(rank)
+
+
+@pytest.mark.parametrize("problem", ["resnet18-2", "matmul"])
+def test_reduction_inner_orders_a_share_of_the_draws(problem):
+    sp = space(problem)
+    share = {w: [_reduction_inner(s, sp.problem) for s in
+                 make_sampler("ttile", seed=3, reduction_inner=w).sample_many(sp, 60)] for w in (0.0, 0.5, 1.0)}
+    assert all(share[1.0])
+    assert not all(share[0.0]) and not all(share[0.5]) and sum(share[0.5]) > sum(share[0.0])
+    for s in make_sampler("ttile", seed=3, reduction_inner=1.0).sample_many(sp, 20):
+        s.validate(sp.problem.size, sp.problem.lanes, sp.problem.reuse)
+    with pytest.raises(TTileError, match="'reduction_inner' is a share"):
+        make_sampler("ttile", reduction_inner=2)
+
+
 def test_sampler_option_values_are_checked():
     assert make_sampler("ttile", weights_first=1).options["weights_first"] == 1.0  # (an int from the CLI)
     with pytest.raises(TTileError, match="in \\[0, 1\\]"):
