@@ -97,8 +97,8 @@ class Sampler:
     def reduction_inner(self, space: Space, levels: list) -> list:
         """With probability `reduction_inner` (an option), the drawn levels stably reordered: the output
         dimensions' outside, the reduction's innermost. Each output tile then takes all of its reduction before
-        the next starts, the order of MetaSchedule's best conv2d kernels here (a 56x56x64 layer written that way
-        ran at 95% of peak). Draws nothing when the share is 0."""
+        the next starts: the order of MetaSchedule's best 3x3 conv2d kernels on the Zen 3, which the uniform draw
+        seldom makes (benchmarks/results/sampler_reduction_inner.md). Draws nothing when the share is 0."""
         share = self.options.get("reduction_inner", 0)
         if not share or self.rng.random() >= share:
             return levels
