@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from compare_run import add_output_args, layers_of, render_only
 
 
 def main():
@@ -26,12 +26,10 @@ def main():
     ap.add_argument("--systems", default="tvm_ttile,metaschedule")
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds of the side-by-side timing")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "confirm_top"), help="OUT.md and OUT.json")
-    ap.add_argument("--render", action="store_true", help="only rewrite OUT.md from OUT.json")
+    add_output_args(ap, "confirm_top")
     args = ap.parse_args()
-    if args.render:
-        with open(args.out + ".json") as f:
-            return render(json.load(f), args.out + ".md")
+    if render_only(args, render):
+        return
 
     import tvm
 
@@ -42,8 +40,7 @@ def main():
     from tvm_ttile.metaschedule import open_database
     from tvm_ttile.operators import get_layer
 
-    with open(os.path.join(args.compare_out, "compare.json")) as f:
-        layers = args.layers.split(",") if args.layers else list(json.load(f)["results"])
+    layers = layers_of(args.compare_out, args.layers)
     cpu = cpu_mod.detect_host()
     peak = cpu_mod.peak(cpu)["peak_gflops"]
     settings = dataclasses.replace(SETTINGS, confirm_top=args.top)

@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from compare_run import add_output_args, layers_of, render_only
 
 
 def main():
@@ -25,12 +25,10 @@ def main():
     ap.add_argument("--layers", help="default: every layer of the comparison")
     ap.add_argument("--distances", default="0,16,64")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "prefetch"), help="OUT.md and OUT.json")
-    ap.add_argument("--render", action="store_true", help="only rewrite OUT.md from OUT.json")
+    add_output_args(ap, "prefetch")
     args = ap.parse_args()
-    if args.render:
-        with open(args.out + ".json") as f:
-            return render(json.load(f), args.out + ".md")
+    if render_only(args, render):
+        return
 
     import tvm
 
@@ -43,8 +41,7 @@ def main():
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
 
-    with open(os.path.join(args.compare_out, "compare.json")) as f:
-        layers = args.layers.split(",") if args.layers else list(json.load(f)["results"])
+    layers = layers_of(args.compare_out, args.layers)
     distances = [int(d) for d in args.distances.split(",")]
     cpu = cpu_mod.detect_host()
     target = cpu.target(1)
