@@ -19,10 +19,12 @@ def main():
     ap.add_argument("--ops", default="conv2d,matmul")
     ap.add_argument("--distance", type=int, default=16)
     args = ap.parse_args()
+    from tvm_ttile.microkernels.intrin import PACKED, PREFETCH, variant_suffix
+
     ops = "|".join(re.escape(op) for op in args.ops.split(","))
-    suffix = f"_pf{args.distance}" if args.distance else ""
+    suffix = variant_suffix(0, args.distance)
     # ttile_conv2d_..._pkw32 and ttile_tail~conv2d~...~_pkw32, each with or without a _pf<d> already
-    name = re.compile(rf'("ttile_(?:{ops})_[^"]*?_pkw\d+|"ttile_tail~(?:{ops})~[^"]*?_pkw\d+)(?:_pf\d+)?"')
+    name = re.compile(rf'("ttile_(?:{ops})_[^"]*?{PACKED}\d+|"ttile_tail~(?:{ops})~[^"]*?{PACKED}\d+)(?:{PREFETCH}\d+)?"')
     shutil.copytree(args.src, args.dst)
     path = f"{args.dst}/database_tuning_record.json"
     with open(path) as f:
