@@ -308,7 +308,7 @@ def make_parser():
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                    help="an option of the ttile sampler for every conv2d/matmul task, e.g. min_reuse=32 (default "
-                        "weights_first=0.5; weights_first=0 gives the paper's draw)")
+                        "weights_first=0.5 and reduction_inner=0.5; both =0 give the paper's draw)")
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
     p.add_argument("--threads", type=int, default=1)
