@@ -87,23 +87,25 @@ class Sampler:
         dimension's (conv2d k, matmul j) outermost, then the reduction's, then the output pixels'. Each weight
         block then comes from memory once and stays in cache while the spatial loops sweep over it, which is
         what layers with few pixels and many weights want (7x7x512). Draws nothing when the share is 0."""
-        share = self.options.get("weights_first", 0)
-        if not share or self.rng.random() >= share:
-            return levels
         reduction = REDUCTION[space.problem.op]
-        group = lambda d: 0 if d == space.problem.vector else 1 if d in reduction else 2  # noqa: E731
-        return sorted(levels, key=lambda level: group(level[0]))
+        return self._reorder_a_share("weights_first", levels,
+                                     lambda d: 0 if d == space.problem.vector else 1 if d in reduction else 2)
 
     def reduction_inner(self, space: Space, levels: list) -> list:
         """With probability `reduction_inner` (an option), the drawn levels stably reordered: the output
         dimensions' outside, the reduction's innermost. Each output tile then takes all of its reduction before
         the next starts: the order of MetaSchedule's best 3x3 conv2d kernels on the Zen 3, which the uniform draw
         seldom makes (benchmarks/results/sampler_reduction_inner.md). Draws nothing when the share is 0."""
-        share = self.options.get("reduction_inner", 0)
+        reduction = REDUCTION[space.problem.op]
+        return self._reorder_a_share("reduction_inner", levels, lambda d: d in reduction)
+
+    def _reorder_a_share(self, option: str, levels: list, rank) -> list:
+        """`levels` stably sorted by rank(dimension) in a share `option` of the draws, else unchanged. A share of
+        0 draws no random number, so the paper's draw (and every seed's schemes) stays as it was."""
+        share = self.options.get(option, 0)
         if not share or self.rng.random() >= share:
             return levels
-        reduction = REDUCTION[space.problem.op]
-        return sorted(levels, key=lambda level: level[0] in reduction)
+        return sorted(levels, key=lambda level: rank(level[0]))
 
     def build(self, space: Space, choice: Choice, reuse: int, levels: list) -> Scheme:
         return scheme_of(space.problem, choice, reuse, levels)
