@@ -86,7 +86,7 @@ def test_options_and_names_are_checked():
         make_sampler("annealing")
     with pytest.raises(TTileError, match="no option"):
         make_sampler("ttile", depth=3)
-    assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False}
+    assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any"}
 
 
 def test_ordered_factorizations():

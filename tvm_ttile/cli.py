@@ -20,8 +20,8 @@ def cmd_peak(args) -> int:
     from . import cpu as cpu_mod
 
     cpu = _cpu(args)
-    res = cpu_mod.peak(cpu, rebuild=args.rebuild)
-    res["cache"] = str(cpu.cache_dir / "peak.json")
+    res = cpu_mod.peak(cpu, rebuild=args.rebuild, threads=args.threads)
+    res["cache"] = str(cpu_mod.peak_path(cpu, args.threads))
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -29,8 +29,13 @@ def cmd_peak(args) -> int:
               f"{res['vector_registers']} vector registers)")
         print(f"caches   L1d {res['l1d_bytes'] // 1024} KiB, L2 {res['l2_bytes'] // 1024} KiB, "
               f"L3 {res['l3_bytes'] // 1024 // 1024} MiB")
-        print(f"peak     {res['peak_gflops']:.1f} GFLOPS fp32, 1 thread (median repeat {res['median_gflops']:.1f}; "
-              f"{res['accumulators']} FMA chains built through TVM, target {json.dumps(res['target'])})")
+        n = res.get("threads", 1)
+        print(f"peak     {res['peak_gflops']:.1f} GFLOPS fp32, {n} thread{'s' if n > 1 else ''} (median repeat "
+              f"{res['median_gflops']:.1f}; {res['accumulators']} FMA chains per thread built through TVM, target "
+              f"{json.dumps(res['target'])})")
+        if "bandwidth_gbs" in res:
+            print(f"memory   {res['bandwidth_gbs']:.1f} GB/s read + write, {n} thread{'s' if n > 1 else ''} "
+                  f"({res['bandwidth_bytes_streamed'] // 2**20} MiB streamed)")
         print(f"cached   {res['cache']}")
     return 0
 
@@ -129,11 +134,15 @@ def cmd_tune(args) -> int:
         print(json.dumps(d, indent=1))
         return 0 if res.verified else 1
     print(f"{res.operator}: best {res.gflops:.1f} GFLOPS = {res.percent_of_peak:.1f}% of the {res.peak_gflops:.0f} "
-          f"GFLOPS peak ({res.threads} thread{'s' if res.threads > 1 else ''})")
+          f"GFLOPS peak measured at {res.threads} thread{'s' if res.threads > 1 else ''}")
     if res.percent_of_peak > 110:  # a peak cached while the machine was busy reads low: say so
         print(f"warning: {res.percent_of_peak:.0f}% of peak: the cached peak ({res.peak_gflops:.0f} GFLOPS) was probably "
               "measured under load; re-measure it with `tvm-ttile peak --rebuild` on a quiet machine")
     print(f"scheme   {res.scheme}")
+    if res.threads > 1 and res.parallel:
+        b = res.parallel
+        print(f"parallel {b['chunks']} chunks for {b['threads']} threads ({b['kind']}; the threads are busy "
+              f"{100 * b['efficiency']:.0f}% of the time if the chunks cost the same)")
     print(f"trials   {res.trials} in the database ({res.new_trials} new), {res.seconds:.0f} s wall time")
     print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e})")
     if res.lowering_failures:
@@ -222,6 +231,35 @@ def cmd_tune_model(args) -> int:
     return 0 if report["correct"] else 1
 
 
+MAX_THREADS = 1024
+THREADS_HELP = ("threads to tune and run with: a number, or 'all' (the physical cores, as MetaSchedule counts "
+                "them); schemes get a parallel level for it, and timings are kept per thread count")
+
+
+def physical_cores() -> int:
+    import os
+
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def _threads(value):
+    """--threads: a whole number in [1, MAX_THREADS] or 'all'; a warning above the cores this host has."""
+    if value == "all":
+        return physical_cores()
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected a number of threads from 1 to {MAX_THREADS} or 'all', got {value!r}")
+    if n > physical_cores():
+        print(f"tvm-ttile: warning: {n} threads on a host with {physical_cores()} physical cores: threads will share "
+              "cores, and timings will say little", file=sys.stderr)
+    return n
+
+
 def _trials_or_same(value):
     if value == "same":
         return value
@@ -257,9 +295,10 @@ def _add_cpu_args(p):
 def make_parser():
     parser = argparse.ArgumentParser(prog="tvm-ttile", description="TTile's structured autotuning space for TVM")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("peak", help="measure (once, then cached) the single-thread fp32 peak")
+    p = sub.add_parser("peak", help="measure (once, then cached) the fp32 peak and memory bandwidth")
     p.add_argument("--json", action="store_true")
     p.add_argument("--rebuild", action="store_true", help="measure again instead of reading the cache")
+    p.add_argument("--threads", type=_threads, default=1, help="the peak and memory bandwidth of this many threads")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_peak)
     p = sub.add_parser("microkernels", help="build (once, then cached) and show the microkernel catalog")
@@ -285,7 +324,7 @@ def make_parser():
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP)
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                    help="a sampler option, e.g. min_reuse=32 (ttile: fewest reduction steps per microkernel call)")
@@ -311,7 +350,7 @@ def make_parser():
                         "weights_first=0.5 and reduction_inner=0.5; both =0 give the paper's draw)")
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work-dir", help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,
@@ -344,7 +383,7 @@ def make_parser():
     p.add_argument("--baseline-seeds", type=int, help="seeds for the TVM baselines (default: --seeds)")
     p.add_argument("--retime-rounds", type=int, default=3,
                    help="round-robin rounds timing every best side by side after tuning (0: no re-timing)")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--out", default="compare", help="results directory (resumes from its work/ databases)")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP + "; AutoMCL's computes still pack in the "
                    "timed function, as in its paper, and libraries pack on every call")

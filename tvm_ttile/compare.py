@@ -39,10 +39,13 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     if unknown:
         raise TTileError(f"unknown system(s) {unknown}; choose from {TUNERS + LIBRARY_SYSTEMS}")
     cpu = cpu_mod.detect_host()
-    peak = cpu_mod.peak(cpu, rebuild=True)["peak_gflops"]
+    cpu_mod.use_threads(threads)
+    # The peak at this thread count, measured in this run (the cached one is left alone): every % in the report
+    # is of this one figure.
+    peak = cpu_mod.measure_peak(cpu, threads=threads)["peak_gflops"]
     os.makedirs(out_dir, exist_ok=True)
     baseline_seeds = seeds if baseline_seeds is None else baseline_seeds
-    data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "threads": threads,
+    data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "peak_threads": threads, "threads": threads,
             "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
             "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
             "prepack": prepack, "sampler_options": dict(sampler_options or {}), "versions": _versions(),
@@ -70,7 +73,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 name = layer + ("-prepack" if prepack and system != "automcl" else "")
                 if ttile and sampler_options:
                     name += "-" + options_text(sampler_options, sep="-")
-                work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name)
+                work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name, threads)
                 res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
                                  work_dir=work, threads=threads, settings=settings, progress=progress,
                                  sampler_options=sampler_options if ttile else None)
@@ -108,6 +111,12 @@ def _versions():
     return out
 
 
+def _peak(data) -> float:
+    """The peak every % of this comparison is of: measured at its thread count (files from before the
+    thread-count peak hold the 1-thread peak, scaled here as they were then)."""
+    return data["peak_gflops"] if "peak_threads" in data else data["peak_gflops"] * data["threads"]
+
+
 def _gflops(run) -> float:
     return run.get("retimed_gflops") or run["gflops"]
 
@@ -122,7 +131,7 @@ def summary(data) -> dict:
                 continue
             g = statistics.median(_gflops(r) for r in runs)
             out.setdefault(layer, {})[system] = {
-                "gflops": g, "percent": 100 * g / (data["peak_gflops"] * data["threads"]),
+                "gflops": g, "percent": 100 * g / (_peak(data)),
                 "tuning_gflops": statistics.median(r["gflops"] for r in runs),
                 "seconds": statistics.median(r["seconds"] for r in runs), "seeds": len(runs),
                 "verified": all(r["verified"] for r in runs), "trials": runs[0]["trials"]}
@@ -198,7 +207,7 @@ def _write(data, out_dir):
     systems = sorted({s for v in summ.values() for s in v})
     lines = [f"# Comparison, {data['threads']} thread(s), {data['machine']['cpu']} ({data['machine']['isa']})", "",
              f"Command: `{data.get('command', '')}`", "",
-             f"Peak {data['peak_gflops']:.1f} GFLOPS (measured in this run); budget {data['budget']} trials "
+             f"Peak {_peak(data):.1f} GFLOPS at {data['threads']} thread(s) (measured in this run); budget {data['budget']} trials "
              f"(tvm_ttile {data['ttile_budget']}); seeds: tvm_ttile {data['seeds']}, TVM baselines "
              f"{data.get('baseline_seeds', data['seeds'])}; medians over seeds; measurement {data['measure']}; "
              f"versions {data['versions']}; {data['date']}.", "",
@@ -235,7 +244,7 @@ def _write(data, out_dir):
             if isinstance(runs, dict) or system not in TUNERS:
                 if not isinstance(runs, dict) and runs:
                     for ax in row:
-                        ax.axhline(100 * _gflops(runs[0]) / (data["peak_gflops"] * data["threads"]), ls="--", lw=1,
+                        ax.axhline(100 * _gflops(runs[0]) / (_peak(data)), ls="--", lw=1,
                                    label=system,
                                    color="tab:orange" if system == "onednn" else "tab:red")
                 continue
@@ -243,7 +252,7 @@ def _write(data, out_dir):
                 curve = r["curve"]
                 if not curve:
                     continue
-                peak = data["peak_gflops"] * data["threads"]
+                peak = _peak(data)
                 kw = dict(color=colors[system], lw=1.2, label=system if i == 0 else None)
                 row[0].step([c[0] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)
                 row[1].step([c[1] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)

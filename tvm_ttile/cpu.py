@@ -223,34 +223,60 @@ def _runs_here(isa: str) -> bool:
 
 # --- measured peak ---------------------------------------------------------------------------------
 
-def _peak_primfunc(lanes: int, n_acc: int, iters: int):
-    """n_acc independent FMA chains over `iters` steps: enough ILP to keep every FMA unit busy."""
+def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
+    """n_acc independent FMA chains over `iters` steps: enough ILP to keep every FMA unit busy; one set of
+    chains per thread, under a parallel loop when threads > 1."""
     import tvm.tirx as tir
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script import builder as T
 
     vec = f"float32x{lanes}"
+    width = n_acc * lanes
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
             T.func_name("fma_peak")
             px = T.arg("px", T.handle())
             po = T.arg("po", T.handle())
             X = T.match_buffer(px, (2 * lanes,), "float32")
-            O = T.match_buffer(po, (n_acc * lanes,), "float32")
+            O = T.match_buffer(po, (threads * width,), "float32")
             # noalias lets LLVM keep the accumulators in registers (as te.create_prim_func sets it).
             T.func_attr({"tirx.noalias": True})
-            with T.sblock("root"), T.sblock("fma_chains"):
-                T.reads(X[0 : 2 * lanes], O[0 : n_acc * lanes])
-                T.writes(O[0 : n_acc * lanes])
+            with T.sblock("root"), T.parallel(0, threads) as t, T.sblock("fma_chains"):
+                T.reads(X[0 : 2 * lanes], O[t * width : (t + 1) * width])
+                T.writes(O[t * width : (t + 1) * width])
                 acc = T.alloc_buffer((n_acc,), vec, scope="local")
                 for i in range(n_acc):
-                    T.buffer_store(acc, O.vload([i * lanes], vec), [i])
+                    T.buffer_store(acc, O.vload([t * width + i * lanes], vec), [i])
                 with T.serial(0, iters):
                     for i in range(n_acc):
                         T.buffer_store(acc, T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec)), [i])
                 for i in range(n_acc):
-                    T.buffer_store(O, acc[i], [tir.Ramp(i * lanes, 1, lanes)])
+                    T.buffer_store(O, acc[i], [tir.Ramp(t * width + i * lanes, 1, lanes)])
     return ib.get()
+
+
+def _stream_primfunc(lanes: int, elements: int, threads: int):
+    """B = A + 1 over `elements` floats, one contiguous slice per thread: the memory bandwidth the cores get
+    together (read + write), far beyond the last-level cache."""
+    from tvm import te
+
+    a = te.placeholder((elements,), "float32", name="A")
+    b = te.compute((elements,), lambda i: a[i] + 1.0, name="B")
+    func = te.create_prim_func([a, b])
+    sch = __import__("tvm").s_tir.Schedule(func)
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    outer, inner = sch.split(i, [threads, None])
+    inner, vec = sch.split(inner, [None, lanes])
+    sch.parallel(outer)
+    sch.vectorize(vec)
+    return sch.mod["main"]
+
+
+def use_threads(threads: int) -> None:
+    """Size TVM's runtime thread pool for `threads` in this process and in the worker processes it starts.
+    TVM sizes the pool once, at its first parallel call, from $TVM_NUM_THREADS or else from half the logical CPUs
+    on x86 (it assumes hyper-threading: 1 thread on a 2-vCPU VM), so this must run before then."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
 
 
 def check_runs_here(cpu: CPUModel) -> None:
@@ -260,41 +286,69 @@ def check_runs_here(cpu: CPUModel) -> None:
         )
 
 
-def measure_peak(cpu: CPUModel, repeat: int = 9) -> dict:
-    """Single-thread fp32 FMA throughput, built and timed through TVM (best and median of `repeat`)."""
+def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1) -> dict:
+    """fp32 FMA throughput of `threads` threads, built and timed through TVM (best and median of `repeat`),
+    and the memory bandwidth they get together."""
     import numpy as np
     import tvm
 
     check_runs_here(cpu)
+    use_threads(threads)
     n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
     iters = 20000
-    func = _peak_primfunc(cpu.lanes, n_acc, iters)
-    lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(1))
+    func = _peak_primfunc(cpu.lanes, n_acc, iters, threads)
+    lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(threads))
     dev = tvm.cpu()
     x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype("float32"), dev)
-    o = tvm.runtime.tensor(np.zeros(n_acc * cpu.lanes, "float32"), dev)
+    o = tvm.runtime.tensor(np.zeros(threads * n_acc * cpu.lanes, "float32"), dev)
     timer = lib.mod.time_evaluator("fma_peak", dev, number=20, repeat=repeat, min_repeat_ms=30)
     secs = sorted(timer(x, o).results)
-    flops = 2.0 * cpu.lanes * n_acc * iters
+    flops = 2.0 * cpu.lanes * n_acc * iters * threads
     # The peak is a capacity: the fastest repeat; the median is kept beside it to show the noise.
-    return {
+    out = {
         "peak_gflops": flops / secs[0] / 1e9,
         "median_gflops": flops / secs[len(secs) // 2] / 1e9,
         "gflops_per_repeat": [flops / s / 1e9 for s in secs],
         "accumulators": n_acc,
-        "threads": 1,
+        "threads": threads,
+        "target": cpu.target_dict(threads),
+        "runtime_threads": int(tvm.runtime.num_threads()),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    out.update(measure_bandwidth(cpu, threads))
+    return out
 
 
-def peak(cpu: CPUModel, rebuild: bool = False) -> dict:
-    """The cached measured peak of `cpu`; measured once per CPU/ISA/TVM/tvm_ttile version."""
+def measure_bandwidth(cpu: CPUModel, threads: int = 1, mib: int = 256, repeat: int = 5) -> dict:
+    """Memory bandwidth of `threads` threads streaming `mib` MiB in and out (best of `repeat`)."""
+    import numpy as np
+    import tvm
+
+    use_threads(threads)
+    elements = mib * 1024 * 1024 // 4
+    elements -= elements % (threads * cpu.lanes)
+    lib = tvm.compile(tvm.IRModule({"main": _stream_primfunc(cpu.lanes, elements, threads)}),
+                      target=cpu.target(threads))
+    dev = tvm.cpu()
+    a = tvm.runtime.tensor(np.ones(elements, "float32"), dev)
+    b = tvm.runtime.tensor(np.zeros(elements, "float32"), dev)
+    secs = sorted(lib.mod.time_evaluator("main", dev, number=1, repeat=repeat)(a, b).results)
+    return {"bandwidth_gbs": 2 * 4 * elements / secs[0] / 1e9, "bandwidth_bytes_streamed": 2 * 4 * elements}
+
+
+def peak_path(cpu: CPUModel, threads: int = 1):
+    return cpu.cache_dir / ("peak.json" if threads == 1 else f"peak_{threads}threads.json")
+
+
+def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1) -> dict:
+    """The cached measured peak of `cpu` at `threads` threads; measured once per CPU/ISA/TVM/tvm_ttile version
+    and thread count."""
     from .cache import read_json, write_json
 
-    path = cpu.cache_dir / "peak.json"
+    path = peak_path(cpu, threads)
     cached = None if rebuild else read_json(path)
     if cached and "peak_gflops" in cached:
         return cached
-    result = dict(measure_peak(cpu), **cpu.describe())
+    result = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
     write_json(path, result)
     return result

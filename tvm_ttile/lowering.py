@@ -294,8 +294,12 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free are packed (pack_weights). `prefetch`: reduction steps ahead at which the microkernels
     prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
-    scheme.validate(problem.size, problem.lanes, problem.reuse)
+    scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     op, size, lanes = problem.op, problem.size, problem.lanes
+    npar = len(scheme.parallel_levels)
+    chunk = dict(size)  # the extents one parallel chunk covers: what the per-core scheme tiles
+    for spec in scheme.parallel_levels:
+        chunk[spec.dim] //= spec.n
     prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     block = sch.get_sblock(BLOCK[op])
@@ -305,9 +309,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     region_ext = scheme.extents(lanes)[cut]
 
     reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
-    if scheme.partial_dims:  # P levels: the whole nest is one tail intrinsic with clipped loops
-        cut, region_ext = 0, dict(size)
-        name, nest_mk = register_tail(problem, scheme, ext={d: e for d, e in size.items() if d != "n"},
+    if scheme.partial_dims:  # P levels: a chunk's whole nest is one tail intrinsic with clipped loops
+        cut, region_ext = npar, dict(chunk)
+        name, nest_mk = register_tail(problem, scheme.per_core(), ext={d: e for d, e in chunk.items() if d != "n"},
                                       packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
@@ -345,19 +349,24 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     split = {}
     for d in BLOCK_DIMS[op]:
         split[d] = sch.split(loops[d], factors[d]) if len(factors[d]) > 1 else [loops[d]]
-    outer = [split[d][i] for d, i in implicit + order]
+    keys = order[:npar] + implicit + order[npar:]  # the parallel level stays outermost
+    outer = [split[d][i] for d, i in keys]
     region = {k: split[d][i] for k, (d, i) in region_index.items()}
     sch.reorder(*outer, *[region[k] for k, _, _ in region_loops])
 
     red_dims = REDUCTION[op]
     # The init goes above the outermost reduction loop; None: above the region (tensorize_nest decides,
     # after it hoists the region's unit loops).
-    init_loop = next((split[d][i] for d, i in implicit + order if d in red_dims), None)
+    init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
-    notes = _epilogue(sch, block, [split[d][i] for d, i in implicit + order], red_dims, implicit + order)
+    notes = _epilogue(sch, block, outer, red_dims, keys)
+    # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
+    # refuses the loop (its child blocks are no longer complete or reduction blocks).
+    if npar:
+        sch.parallel(sch.fuse(*outer[:npar]) if npar > 1 else outer[0])
+    elif threads > 1:
+        notes += _parallel(sch, outer, keys, red_dims)
     intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
-    if threads > 1:
-        notes += _parallel(sch, [split[d][i] for d, i in implicit + order], implicit + order, red_dims)
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
     sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, scheme.text)
     return Lowered(sch, [name], notes)
@@ -405,8 +414,11 @@ def _epilogue(sch, block, outer_loops, red_dims, keys) -> list:
 
 
 def _parallel(sch, outer_loops, keys, red_dims) -> list:
+    """A scheme without a parallel level at threads > 1 (hand-written, or drawn for 1 thread): its outermost
+    spatial loops, fused, become the parallel loop, reported."""
     prefix = _spatial_prefix(outer_loops, keys, red_dims)
     if not prefix:
-        return ["threads > 1 but the outermost loop is a reduction: ran single-threaded"]
+        return ["threads > 1 but the scheme has no Par level and its outermost loop is a reduction: "
+                "ran single-threaded"]
     sch.parallel(sch.fuse(*prefix) if len(prefix) > 1 else prefix[0])
-    return []
+    return ["threads > 1 but the scheme has no Par level: its outermost spatial loops were parallelized"]

@@ -98,7 +98,12 @@ def default_builder(settings: MeasureSettings):
 
 
 def default_runner(settings: MeasureSettings, threads: int = 1):
+    """MetaSchedule's LocalRunner; its worker process runs TVM's thread pool with `threads` threads."""
     from tvm.s_tir import meta_schedule as ms
+
+    from .cpu import use_threads
+
+    use_threads(threads)  # the worker inherits the environment when it starts
 
     return ms.runner.LocalRunner(timeout_sec=settings.timeout_sec, evaluator_config=settings.evaluator_config())
 

@@ -138,7 +138,7 @@ class TTileSearch(PySearchStrategy):
         else:
             catalog = build_catalog(self.cpu, self.problem.op, self.threshold)
             kept, fallback = catalog.kept, catalog.ranked()
-        space = Space(self.problem, kept, fallback)
+        space = Space(self.problem, kept, fallback, threads=self.threads)
         if space.notes and self.trial_log:
             with open(self.trial_log, "a") as f:
                 f.write(json.dumps({"scheme": None, "error": None, "notes": space.notes}) + "\n")

@@ -176,7 +176,9 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     if dense not in DENSE_POLICIES:
         raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
     cpu = cpu or cpu_mod.detect_host()
+    cpu_mod.use_threads(threads)
     target = cpu.target(threads)
+    claim(work_dir, work_key(target, threads, settings))
     database = open_database(work_dir)
     start = time.time()
     results, measurer = [], {}  # one builder and runner for every task, made when first needed
@@ -235,7 +237,12 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         with open(asked_file, "w") as f:
             json.dump({"trials": max(asked, budget)}, f)
         results.append(_task_result(task, database, target, tuning))
-    return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu)["peak_gflops"] * threads,
+    failed = [r for r in results if r.policy != "metaschedule" and not r.trials]
+    if failed and len(failed) == sum(r.policy != "metaschedule" for r in results):
+        raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
+                         f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {work_dir}/tasks/*/"
+                         f"{TRIAL_LOG}. No untuned build is reported as a result")
+    return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu, threads=threads)["peak_gflops"],
                              threads)
 
 
@@ -283,6 +290,7 @@ def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, pr
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
 
     cpu = cpu or cpu_mod.detect_host()
+    cpu_mod.use_threads(threads)  # the network runs on TVM's thread pool, sized here for `threads`
     target = cpu.target(threads)
     database = work_dir_or_database
     if database is None:

@@ -1,5 +1,7 @@
 """The scheme language (paper section 3.3): a list of loop specifiers from the outermost inwards.
 
+    Par(n, d)              n parallel chunks along d: outermost only, spatial dimensions only; the product of
+                           the Par sizes is the number of chunks the threads share (parallel_balance says how well)
     R(d)                   outer loop over what remains of dimension d
     P(t, d)                tiles of t elements along d, the last one partial (non-divisible space only)
     T(n, d)                a tile loop of exactly n iterations along d
@@ -44,6 +46,19 @@ class T:
 
 
 @dataclasses.dataclass(frozen=True)
+class Par:
+    """A parallel tile loop of exactly n iterations along a spatial dimension: the chunks the threads share.
+    All Par levels come first in a scheme; each core runs the rest (the per-core scheme) on its chunks."""
+
+    n: int
+    dim: str
+
+    @property
+    def text(self):
+        return f"Par({self.n},{self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
 class P:
     """A loop over tiles of `size` elements along `dim` that need not divide the enclosing tile: the last
     one is partial (paper section 6.3's non-divisible space). Tiles still hold whole microkernels."""
@@ -85,7 +100,7 @@ class Lambda:
         return f"Lambda({self.dim},[" + ",".join(f"({r},{a})" for r, a in self.parts) + "])"
 
 
-_ITEM = re.compile(r"(R|T|U|V|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
+_ITEM = re.compile(r"(R|T|U|V|Par|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +152,7 @@ class Scheme:
             cur = ext.get(s.dim, 1)
             if isinstance(s, V):
                 ext[s.dim] = cur * lanes
-            elif isinstance(s, (T, U)):
+            elif isinstance(s, (T, U, Par)):
                 n = s.n
                 if n == LAMBDA:
                     if lam is None or lam.dim != s.dim:
@@ -152,17 +167,25 @@ class Scheme:
             out[i] = dict(ext)
         return out
 
-    def validate(self, sizes: dict, lanes: int, reduction: str | None = None) -> None:
+    def validate(self, sizes: dict, lanes: int, reduction: str | None = None, reductions=()) -> None:
         """Raise SchemeError naming the first rule broken: one V, innermost; known dimensions; divisible
-        tiles; Lambda parts adding up; the reduction loop directly above the microkernel."""
+        tiles; Lambda parts adding up; the reduction loop directly above the microkernel; Par levels outermost
+        and never over a reduction dimension (`reductions`; `reduction` always counts)."""
         specs = self.specs
         if not specs:
             raise SchemeError("empty scheme")
         for s in specs:
             if s.dim not in sizes:
                 raise SchemeError(f"{self.text}: unknown dimension {s.dim!r} (dimensions: {sorted(sizes)})")
-            if isinstance(s, (T, U)) and s.n != LAMBDA and (not isinstance(s.n, int) or s.n <= 0):
+            if isinstance(s, (T, U, Par)) and s.n != LAMBDA and (not isinstance(s.n, int) or s.n <= 0):
                 raise SchemeError(f"{self.text}: {s.text} needs a positive size")
+        npar = len(self.parallel_levels)
+        if any(isinstance(s, Par) for s in specs[npar:]):
+            raise SchemeError(f"{self.text}: Par levels must be the outermost specifiers")
+        for s in specs[:npar]:
+            if s.dim == reduction or s.dim in reductions:
+                raise SchemeError(f"{self.text}: {s.text} runs over a reduction dimension; only spatial "
+                                  "dimensions can be shared among threads")
         vs = [i for i, s in enumerate(specs) if isinstance(s, V)]
         if len(vs) > 1:
             raise SchemeError(f"{self.text}: at most one V")
@@ -204,6 +227,47 @@ class Scheme:
                 raise SchemeError(f"{self.text}: the loop directly above the microkernel must run over "
                                   f"{reduction} (T or R), not {above.text}")
 
+    # --- threads -------------------------------------------------------------------------------------
+    @property
+    def parallel_levels(self) -> tuple:
+        """The leading Par specifiers (the parallel level)."""
+        out = []
+        for s in self.specs:
+            if not isinstance(s, Par):
+                break
+            out.append(s)
+        return tuple(out)
+
+    @property
+    def parallel_chunks(self) -> int:
+        n = 1
+        for s in self.parallel_levels:
+            n *= s.n
+        return n
+
+    def per_core(self) -> "Scheme":
+        """The scheme each core runs on one chunk: everything below the parallel level."""
+        return Scheme(self.specs[len(self.parallel_levels):])
+
+    def parallel_balance(self, threads: int) -> dict:
+        """How the chunks share `threads`: kind "serial" (no Par level), "exact" (chunks == threads),
+        "multiple" (a multiple of it), "balanced" (at least 4x it, not a multiple) or "imbalanced"; and the
+        efficiency chunks / (threads x rounds), the share of the threads' time spent on work when every chunk
+        costs the same (1.0: no core waits)."""
+        chunks = self.parallel_chunks
+        if not self.parallel_levels:
+            return {"kind": "serial", "chunks": 1, "threads": threads, "efficiency": 1.0 / max(threads, 1)}
+        rounds = -(-chunks // threads)
+        eff = chunks / (threads * rounds)
+        kind = ("exact" if chunks == threads else "multiple" if chunks % threads == 0
+                else "balanced" if chunks >= 4 * threads else "imbalanced")
+        return {"kind": kind, "chunks": chunks, "threads": threads, "efficiency": eff}
+
+    def per_core_footprint(self, lanes: int, footprint_fn) -> dict:
+        """Elements of each tensor one chunk touches: what one core's L1/L2 must hold (the L3 is shared)."""
+        per = self.footprints(lanes, footprint_fn)
+        return per[len(self.parallel_levels)] if len(per) > len(self.parallel_levels) else per[-1]
+
     @property
     def partial_dims(self) -> set:
         return {s.dim for s in self.specs if isinstance(s, P)}
@@ -218,14 +282,20 @@ class Scheme:
             raise SchemeError(f"{self.text}: P levels and a Lambda cannot be combined")
         exts = self.extents(lanes)
         for d in dims:
-            levels = [(i, s) for i, s in enumerate(self.specs) if s.dim == d and not isinstance(s, (U, V))]
+            levels = [(i, s) for i, s in enumerate(self.specs) if s.dim == d and not isinstance(s, (U, V, Par))]
             if any(not isinstance(s, P) for _, s in levels):
                 raise SchemeError(f"{self.text}: along {d}, P levels cannot be mixed with T or R levels")
+            chunks = 1  # a Par level above splits d into equal chunks; the P levels tile one chunk
+            for s in self.parallel_levels:
+                chunks *= s.n if s.dim == d else 1
+            if sizes[d] % chunks:
+                raise SchemeError(f"{self.text}: {chunks} parallel chunks do not divide {d}={sizes[d]}")
             last = max(i for i, _ in levels)
             unit = exts[last + 1].get(d, 1) if last + 1 < len(self.specs) else 1
-            if sizes[d] % unit:
-                raise SchemeError(f"{self.text}: the microkernel's {unit} along {d} does not divide {d}={sizes[d]}")
-            prev = sizes[d]
+            if (sizes[d] // chunks) % unit:
+                raise SchemeError(f"{self.text}: the microkernel's {unit} along {d} does not divide "
+                                  f"{d}={sizes[d] // chunks} (per chunk)")
+            prev = sizes[d] // chunks
             for _, s in levels:
                 if s.size % unit or s.size > prev or s.size <= 0:
                     raise SchemeError(f"{self.text}: {s.text} must be a multiple of {unit} and at most {prev}")
@@ -264,6 +334,8 @@ def _make(kind, args, text):
         n, dim = args.split(",")
         if kind == "P":
             return P(int(n), dim)
+        if kind == "Par":
+            return Par(int(n), dim)
         return (T if kind == "T" else U)(n if n == LAMBDA else int(n), dim)
     except ValueError:
         raise SchemeError(f"cannot read {kind}({args}) in {text!r}") from None

@@ -11,12 +11,19 @@ from functools import lru_cache
 from .errors import TTileError
 from .microkernels.catalog import classes_of
 from .microkernels.spec import FAMILIES, Microkernel
-from .scheme import LAMBDA, Lambda, P, Scheme, T, U, V
+from .scheme import LAMBDA, Lambda, P, Par, Scheme, T, U, V
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
 DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
 REUSE = {"conv2d": "c", "matmul": "k"}
 REDUCTION = {"conv2d": ("c", "r", "s"), "matmul": ("k",)}
+# The dimensions a parallel level may split among threads (spatial: every chunk writes its own outputs).
+PARALLEL = {"conv2d": ("n", "h", "w", "k"), "matmul": ("i", "j")}
+# Kinds of parallel level, by how the chunks share the threads (Scheme.parallel_balance): exactly one chunk per
+# thread (TTile's parallelization reservation: the thread count's prime factors spread over the dimensions), a
+# multiple of the thread count, or at least 4x it for balance (MetaSchedule books up to 16 x cores jobs).
+PARALLEL_KINDS = ("exact", "multiple", "balanced")
+MAX_CHUNKS_PER_THREAD = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +139,9 @@ def microkernel_specs(choice: Choice) -> list:
     return specs
 
 
-def remaining(problem: Problem, choice: Choice, reuse_trips: int) -> dict:
-    """Per dimension, how many tile iterations remain above the reuse loop."""
+def remaining(problem: Problem, choice: Choice, reuse_trips: int, parallel=()) -> dict:
+    """Per dimension, how many tile iterations remain above the reuse loop (below the parallel level
+    `parallel`, (dim, chunks) pairs)."""
     size = problem.size
     out = {}
     for d in DIMS[problem.op]:
@@ -141,12 +149,54 @@ def remaining(problem: Problem, choice: Choice, reuse_trips: int) -> dict:
         if d == problem.reuse:
             inner *= reuse_trips
         out[d] = size[d] // inner
+    for d, n in parallel:
+        out[d] //= n
     return out
 
 
-def scheme_of(problem: Problem, choice: Choice, reuse_trips: int, levels: list) -> Scheme:
-    """levels: outermost-first list of (dim, factor) or (dim, 'lambda') above the reuse loop."""
-    specs = []
+@lru_cache(maxsize=4096)
+def parallel_levels(problem: Problem, choice: Choice, reuse_trips: int, threads: int) -> dict:
+    """Every parallel level that fits above this microkernel and reuse loop, by kind (PARALLEL_KINDS):
+    {kind: [((dim, chunks), ...), ...]}, dimensions in DIMS order. At most MAX_CHUNKS_PER_THREAD x threads
+    chunks. When no level of any kind fits (a tiny problem), "imbalanced" holds those that keep the most threads
+    busy, so the loss is a visible feature of the scheme. {} at one thread."""
+    if threads <= 1:
+        return {}
+    left = remaining(problem, choice, reuse_trips)
+    dims = [d for d in PARALLEL[problem.op] if left[d] > 1]
+    cap = MAX_CHUNKS_PER_THREAD * threads
+    combos = [()]
+    for d in dims:
+        combos = [c + ((d, f),) if f > 1 else c for c in combos for f in divisors(left[d])
+                  if _chunks(c) * f <= cap]
+    out = {kind: [] for kind in PARALLEL_KINDS}
+    for c in combos:
+        n = _chunks(c)
+        if n == threads:
+            out["exact"].append(c)
+        elif n > threads and n % threads == 0:
+            out["multiple"].append(c)
+        elif n >= 4 * threads:
+            out["balanced"].append(c)
+    out = {k: v for k, v in out.items() if v}
+    if not out:
+        speedup = lambda c: _chunks(c) / -(-_chunks(c) // threads)  # noqa: E731  (chunks / rounds)
+        best = max(speedup(c) for c in combos)
+        out["imbalanced"] = [c for c in combos if c and speedup(c) == best] or [()]
+    return out
+
+
+def _chunks(levels) -> int:
+    n = 1
+    for _, f in levels:
+        n *= f
+    return n
+
+
+def scheme_of(problem: Problem, choice: Choice, reuse_trips: int, levels: list, parallel=()) -> Scheme:
+    """levels: outermost-first list of (dim, factor) or (dim, 'lambda') above the reuse loop, below the
+    parallel level `parallel` ((dim, chunks) pairs)."""
+    specs = [Par(n, d) for d, n in parallel]
     for d, f in levels:
         if isinstance(f, tuple):  # ("P", tile elements): a partial-tile level
             specs.append(P(f[1], d))
@@ -184,10 +234,14 @@ SMALL_REUSE = 8  # below this many c steps, microkernels must also unroll r and 
 class Space:
     """The admissible choices for one problem; samplers draw schemes from it."""
 
-    def __init__(self, problem: Problem, kept: list, fallback: list = ()):
+    def __init__(self, problem: Problem, kept: list, fallback: list = (), threads: int = 1):
         """fallback: other measured microkernels, best first, used (and reported through
-        `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel fallback."""
+        `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel fallback.
+        threads: the schemes' parallel level is drawn for this many threads (none at 1)."""
+        if not isinstance(threads, int) or threads < 1:
+            raise TTileError(f"threads must be a whole number >= 1, got {threads!r}")
         self.problem = problem
+        self.threads = threads
         self.choices = admissible(problem, kept)
         self.fallback_used = False
         self.notes = []
@@ -214,6 +268,9 @@ class Space:
     @property
     def combos(self) -> list:
         return [c for c in self.choices if c.combined]
+
+    def parallel_levels(self, choice: Choice, reuse_trips: int) -> dict:
+        return parallel_levels(self.problem, choice, reuse_trips, self.threads)
 
     def reuse_extent(self, choice: Choice) -> int:
         """Iterations available to the reuse loop over c (conv2d) or k (matmul)."""

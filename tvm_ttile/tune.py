@@ -30,6 +30,8 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
                            prepare_logging)
 from .operators import run_against_reference
 from .progress import Progress
+from .scheme import Scheme
+from .workdir import claim, work_key
 
 
 @derived_object
@@ -67,6 +69,7 @@ class TuneResult:
     threads: int
     lowering_failures: list
     lowering_notes: list  # what lowering could not do as asked (e.g. an epilogue left unfused)
+    parallel: dict  # how the best scheme's parallel chunks share the threads (Scheme.parallel_balance)
     history: list  # (scheme, gflops or None, error) of this run, in measurement order
     work_dir: str
 
@@ -96,6 +99,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         raise TTileError(f"trials must be positive, got {trials}")
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.check_runs_here(cpu) if runner is None else None
+    cpu_mod.use_threads(threads)  # before anything in this process runs a parallel loop
     work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
     target = cpu.target(threads)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
@@ -130,6 +134,7 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
     work_dir over all runs, confirmation included; the database, reopened when confirmation rewrote it).
     Pass one builder and runner to many calls (default_builder)."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
+    claim(work_dir, work_key(target, threads, settings))  # never reuse timings made for other threads/targets
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
@@ -210,7 +215,7 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
 
 
 def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
-    peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]  # measured at this thread count
     records = database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
     history, notes = measured_history(database, mod, operator.flops, trial_log)
     failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]
@@ -224,8 +229,11 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
     verified, err = verify(operator, sch.mod, target)
     secs = statistics.median(float(s) for s in best.run_secs)
     gflops = operator.flops / secs / 1e9
-    return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme_of_schedule(sch),
-                      len(history), new_trials, seconds, verified, err, threads, failures, notes, history, work_dir)
+    scheme = scheme_of_schedule(sch)
+    balance = Scheme.parse(scheme).parallel_balance(threads) if scheme else {}
+    return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme,
+                      len(history), new_trials, seconds, verified, err, threads, failures, notes, balance, history,
+                      work_dir)
 
 
 def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:

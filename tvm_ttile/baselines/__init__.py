@@ -57,7 +57,8 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
     from .. import cpu as cpu_mod
 
     cpu = cpu or cpu_mod.detect_host()
-    peak = cpu_mod.peak(cpu)["peak_gflops"] * threads
+    cpu_mod.use_threads(threads)
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     name = operator.name or repr(operator)
     if system in LIBRARY_SYSTEMS:
         from .libraries import LIBRARIES
@@ -201,5 +202,5 @@ def in_process_timers(entries, operator, cpu, threads=1, settings: MeasureSettin
     return timers
 
 
-def work_dir_for(root, system, layer, seed, isa):
-    return os.path.join(root, f"{isa}-{system}-{layer}-seed{seed}")
+def work_dir_for(root, system, layer, seed, isa, threads=1):
+    return os.path.join(root, f"{isa}-{system}-{layer}-seed{seed}" + (f"-{threads}threads" if threads > 1 else ""))

@@ -53,7 +53,8 @@ class LevelsSampler(Sampler):
     def sample(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
-        left = remaining(space.problem, choice, reuse)
+        parallel = self.draw_parallel(space, choice, reuse)
+        left = remaining(space.problem, choice, reuse, parallel)
         levels = []
         for d in sorted(left):
             if left[d] == 1:
@@ -67,7 +68,7 @@ class LevelsSampler(Sampler):
             outer = [i for i, (d, _) in enumerate(levels) if d == choice.dim]
             pos = self.rng.randint(max(outer) + 1 if outer else 0, len(levels))
             levels.insert(pos, (choice.dim, LAMBDA))
-        return self.build(space, choice, reuse, levels)
+        return self.build(space, choice, reuse, levels, parallel)
 
 
 class NonDivisibleSampler(LevelsSampler):
@@ -81,7 +82,8 @@ class NonDivisibleSampler(LevelsSampler):
     def sample(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
-        left = remaining(space.problem, choice, reuse)
+        parallel = self.draw_parallel(space, choice, reuse)
+        left = remaining(space.problem, choice, reuse, parallel)
         partial = self.PARTIAL[space.problem.op]
         levels = []  # (dim, T factor) or (dim, ("P", tile elements))
         for d in sorted(left):
@@ -103,7 +105,7 @@ class NonDivisibleSampler(LevelsSampler):
             ordered = sorted((levels[i][1] for i in idx), key=lambda f: -f[1])
             for i, f in zip(idx, ordered):
                 levels[i] = (d, f)
-        return self.build(space, choice, reuse, levels)
+        return self.build(space, choice, reuse, levels, parallel)
 
 
 SAMPLERS = {cls.NAME: cls for cls in (TTileSampler, SingleSampler, CombinedSampler, LevelsSampler,

@@ -9,19 +9,33 @@ import random
 
 from ..errors import TTileError
 from ..scheme import LAMBDA, Scheme
-from ..space import REDUCTION, Choice, Space, divisors, remaining, scheme_of
+from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, remaining, scheme_of
+
+
+# Options every sampler has (its own OPTIONS add to them).
+COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1: exact (one chunk per thread, "
+                                      "TTile's reservation), multiple (a multiple of the thread count), balanced "
+                                      "(at least 4x it), or any (a kind drawn uniformly among those that fit)")}
 
 
 class Sampler:
     NAME = "base"
     OPTIONS: dict = {}  # option name -> (default, help)
 
+    @classmethod
+    def all_options(cls) -> dict:
+        return {**COMMON_OPTIONS, **cls.OPTIONS}
+
     def __init__(self, seed: int | None = 0, **options):
-        unknown = set(options) - set(self.OPTIONS)
+        spec = self.all_options()
+        unknown = set(options) - set(spec)
         if unknown:
-            raise TTileError(f"sampler {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
+            raise TTileError(f"sampler {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(spec)}")
         self.options = {k: _as_type_of(default, options.get(k, default), k, self.NAME)
-                        for k, (default, _) in self.OPTIONS.items()}
+                        for k, (default, _) in spec.items()}
+        if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
+            raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
+                             f"got {self.options['parallel']!r}")
         self.seed = seed
         self.rng = random.Random(seed)
 
@@ -50,6 +64,8 @@ class Sampler:
         pool = self.choices(space)
         if not pool:
             raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
+        if space.threads > 1:  # microkernels that leave room for a balanced parallel level, where any do
+            pool = [c for c in pool if "imbalanced" not in space.parallel_levels(c, 1)] or pool
         return self.rng.choice(pool)
 
     def draw_reuse(self, space: Space, choice: Choice) -> int:
@@ -58,11 +74,23 @@ class Sampler:
         floor = min(self.options.get("min_reuse", 1), extent)
         return self.rng.choice([d for d in divisors(extent) if d >= floor])
 
-    def large_factor_levels(self, space: Space, choice: Choice, reuse: int) -> list:
+    def draw_parallel(self, space: Space, choice: Choice, reuse: int) -> tuple:
+        """The parallel level for space.threads, drawn before the per-core tiles: a kind (the `parallel`
+        option, or one drawn uniformly among those that fit), then one of its levels uniformly
+        (space.parallel_levels). () at one thread, without drawing a random number, so 1-thread schemes
+        stay what every seed gave before threads existed."""
+        options = space.parallel_levels(choice, reuse)
+        if not options:
+            return ()
+        want = self.options["parallel"]
+        kinds = [want] if want in options else [k for k in PARALLEL_KINDS if k in options] or ["imbalanced"]
+        return self.rng.choice(options[self.rng.choice(kinds)])
+
+    def large_factor_levels(self, space: Space, choice: Choice, reuse: int, parallel=()) -> list:
         """Paper section 6.1: repeatedly draw a (dimension, factor > 1) pair uniformly among those left
         and put it outside the levels drawn so far; a Lambda is the innermost level of its dimension.
         Drawing pairs uniformly favours large factors, which avoids needlessly small tiles."""
-        left = remaining(space.problem, choice, reuse)
+        left = remaining(space.problem, choice, reuse, parallel)
         lam_pending = choice.combined
         levels = []  # innermost first while drawing
         while True:
@@ -107,8 +135,8 @@ class Sampler:
             return levels
         return sorted(levels, key=lambda level: rank(level[0]))
 
-    def build(self, space: Space, choice: Choice, reuse: int, levels: list) -> Scheme:
-        return scheme_of(space.problem, choice, reuse, levels)
+    def build(self, space: Space, choice: Choice, reuse: int, levels: list, parallel=()) -> Scheme:
+        return scheme_of(space.problem, choice, reuse, levels, parallel)
 
 
 def options_text(options: dict, sep: str = ", ") -> str:

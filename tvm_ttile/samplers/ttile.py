@@ -22,5 +22,7 @@ class TTileSampler(Sampler):
     def sample(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
-        levels = self.reduction_inner(space, self.weights_first(space, self.large_factor_levels(space, choice, reuse)))
-        return self.build(space, choice, reuse, levels)
+        parallel = self.draw_parallel(space, choice, reuse)
+        levels = self.large_factor_levels(space, choice, reuse, parallel)
+        levels = self.reduction_inner(space, self.weights_first(space, levels))
+        return self.build(space, choice, reuse, levels, parallel)
