@@ -171,3 +171,42 @@ def test_dense_layers_tuned_by_automcl_inside_a_network(host, tmp_path):
     assert [t.tuning_seconds for t in again.tasks if t.policy == "automcl"] == [t.tuning_seconds for t in dense]
     with pytest.raises(TTileError, match="dense-layer policy 'blas'"):
         nw.tune_network(mod, host, work, dense="blas")
+
+
+@pytest.mark.slow
+def test_tune_model_at_two_threads_tunes_every_task_with_parallel_schemes(small_catalog, tmp_path, capsys):
+    from tvm_ttile import cli
+
+    work = tmp_path / "tiny2"
+    args = ["tune-model", "tiny_resnet", "--threads", "2", "--trials-per-task", "2", "--other-trials", "0",
+            "--work-dir", str(work), "--libraries", "onnxruntime", "--json"]
+    assert cli.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["threads"] == 2 and report["correct"]
+    tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
+    assert tuned and all(t["trials"] == 2 and t["verified"] for t in tuned)
+    for i, t in enumerate(report["tasks"]):
+        if t["policy"] == "tvm_ttile":
+            with open(work / "tasks" / f"{i:02d}-{t['name']}" / "ttile_trials.jsonl") as f:
+                drawn = [e for e in map(json.loads, f) if e["scheme"]]
+            assert all(not e["error"] for e in drawn)
+            assert all(e["scheme"].startswith("[Par(") for e in drawn)
+    # the same work dir at another thread count is refused, in one line
+    assert cli.main(["tune-model", "tiny_resnet", "--work-dir", str(work), "--trials-per-task", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "threads differ" in err[0]
+
+
+def test_a_network_whose_tasks_all_fail_is_an_error(small_catalog, tmp_path, monkeypatch):
+    from tvm_ttile import metaschedule
+    from tvm_ttile import network as nw
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.models.importers import load_model
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("ScheduleError: a lowering that always fails")
+
+    monkeypatch.setattr(metaschedule, "lower", broken)
+    mod = nw.prepare(load_model("tiny_resnet").mod)
+    with pytest.raises(TTileError, match="every conv2d/matmul task failed"):
+        nw.tune_network(mod, work_dir=str(tmp_path / "w"), trials_per_task=2, other_trials=0, progress=False)

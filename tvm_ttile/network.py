@@ -30,6 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
 from .errors import TTileError
+from .workdir import claim, work_key
 from .measure import MeasureSettings
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
                            ttile_problem)

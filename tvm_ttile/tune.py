@@ -102,6 +102,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     cpu_mod.use_threads(threads)  # before anything in this process runs a parallel loop
     work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
     target = cpu.target(threads)
+    claim(work_dir, work_key(target, threads, settings))  # before any measuring: refuse a work dir of other threads
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
