@@ -293,6 +293,8 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1) -> dict:
     import tvm
 
     check_runs_here(cpu)
+    if threads > 1 and os.environ.get(_MEASURING_CHILD) != str(threads):
+        return _measure_in_child(cpu, repeat, threads)
     use_threads(threads)
     n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
     iters = 20000
@@ -317,6 +319,28 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1) -> dict:
     }
     out.update(measure_bandwidth(cpu, threads))
     return out
+
+
+_MEASURING_CHILD = "TVM_TTILE_PEAK_CHILD"
+
+
+def _measure_in_child(cpu: CPUModel, repeat: int, threads: int) -> dict:
+    """measure_peak in a fresh process whose thread pool is sized for `threads` (this process's pool may have
+    been sized already, and TVM cannot grow it)."""
+    import json
+    import pickle
+    import subprocess
+    import sys
+
+    code = ("import pickle, sys, json; from tvm_ttile.cpu import measure_peak; "
+            f"print(json.dumps(measure_peak(pickle.loads(sys.stdin.buffer.read()), {repeat}, {threads})))")
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads), **{_MEASURING_CHILD: str(threads)})
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cpu), capture_output=True, env=env)
+    if out.returncode:
+        from .errors import TTileError
+
+        raise TTileError(f"measuring the {threads}-thread peak failed: {out.stderr.decode().strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
 
 def measure_bandwidth(cpu: CPUModel, threads: int = 1, mib: int = 256, repeat: int = 5) -> dict:

@@ -48,6 +48,12 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
+    import tvm
+
+    if threads > 1 and tvm.runtime.num_threads() < threads:  # TVM sizes its pool once per process
+        notes.append(f"warning: TVM's thread pool in this process holds {tvm.runtime.num_threads()} threads, not "
+                     f"{threads} (it was sized before tvm_ttile could): set TVM_NUM_THREADS={threads} before the "
+                     "first TVM call; the latencies below are not at the asked thread count")
     if cache_flush:
         notes.append("tvm_ttile's tasks were timed with the CPU caches flushed before every call (weights cold, as "
                      "in the network); MetaSchedule's with its default, hot caches")
