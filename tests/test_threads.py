@@ -87,6 +87,7 @@ def test_parallel_schemes_match_numpy(host, threads):
     rng = random.Random(100 + threads)
     ops = [random_conv(rng, host.lanes) for _ in range(3)] + [random_matmul(rng, host.lanes) for _ in range(2)]
     ops.append(Matmul(M=97, N=host.lanes * 3, K=13))  # primes
+    ops.append(Conv2d(K=2 * host.lanes, C=8, H=7, W=5, R=3, S=3, pad=1, N=4))  # a batch for the parallel level
     checked = 0
     for i, op in enumerate(ops):
         conv = isinstance(op, Conv2d)
@@ -162,3 +163,10 @@ def test_work_dir_is_not_reused_at_another_thread_count(host, tmp_path, capsys):
     # a 2-thread run in its own work dir draws parallel schemes, verified
     second = tune(op, host, trials=2, threads=2, work_dir=str(tmp_path / "w2"), kept=kept, progress=False)
     assert second.verified and Scheme.parse(second.scheme).parallel_levels and second.parallel["chunks"] >= 2
+
+
+def test_the_batch_is_there_for_the_parallel_level():
+    op = Conv2d(K=16, C=8, H=7, W=7, R=3, S=3, pad=1, N=8)
+    sp = Space(Problem.from_operator(op, 8, "avx2"), conv_kept("avx2", 8), threads=8)
+    schemes = make_sampler("ttile", seed=0).sample_many(sp, 30)
+    assert any(p.dim == "n" for s in schemes for p in s.parallel_levels)

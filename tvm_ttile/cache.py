@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 
 from . import __version__
@@ -44,7 +45,8 @@ def read_json(path: Path):
 def write_json(path: Path, obj) -> None:
     """Write atomically so that an interrupted run never leaves a half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    # A temporary name of this process's own: two processes writing one path must not share it.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=False)
     os.replace(tmp, path)

@@ -90,12 +90,18 @@ def _operator(args):
 
 
 def _shape(args):
+    import dataclasses
+
     from .operators import Conv2d, Matmul, get_layer
 
     if args.layer:
         op = get_layer(args.layer)
         if (args.op == "conv2d") != isinstance(op, Conv2d):
             raise TTileError(f"layer {args.layer!r} is not a {args.op}")
+        if args.batch != 1:
+            if not isinstance(op, Conv2d):
+                raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
+            op = dataclasses.replace(op, N=args.batch, name=f"{op.name}-batch{args.batch}")
         return op
     if args.op == "conv2d":
         missing = [n for n in ("K", "C", "hw") if getattr(args, n) is None]
@@ -103,7 +109,11 @@ def _shape(args):
             raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (missing: " + ", ".join(
                 "--" + m for m in missing) + ")")
         return Conv2d(K=args.K, C=args.C, H=args.hw, W=args.hw, R=args.R, S=args.R, stride=args.stride, pad=args.pad,
-                      dilation=args.dilation, name=f"conv2d-K{args.K}-C{args.C}-{args.hw}-R{args.R}-s{args.stride}")
+                      dilation=args.dilation, N=args.batch,
+                      name=f"conv2d-K{args.K}-C{args.C}-{args.hw}-R{args.R}-s{args.stride}"
+                           + (f"-batch{args.batch}" if args.batch != 1 else ""))
+    if args.batch != 1:
+        raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
     missing = [n for n in ("M", "N", "K") if getattr(args, n) is None]
     if missing:
         raise TTileError("tune matmul needs --layer NAME or --M, --N and --K (missing: " + ", ".join(
@@ -121,8 +131,8 @@ def cmd_tune(args) -> int:
         return _tune_automcl(op, cpu, args)
     runner = None
     if args.rpc_tracker:
-        host, _, port = args.rpc_tracker.rpartition(":")
-        runner = rpc_runner(host, int(port), args.rpc_key)
+        host, port = args.rpc_tracker
+        runner = rpc_runner(host, port, args.rpc_key)
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
                sampler_options=_sampler_options(args.sampler_option),
@@ -216,8 +226,17 @@ def cmd_compare(args) -> int:
 def cmd_tune_model(args) -> int:
     from .end_to_end import format_report, tune_model
 
-    shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
+    try:
+        shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
+    except ValueError:
+        raise TTileError(f"--input-shape takes whole numbers separated by commas, e.g. 1,3,224,224; got "
+                         f"{args.input_shape!r}") from None
+    if shape is not None and any(v <= 0 for v in shape):
+        raise TTileError(f"--input-shape needs positive sizes, got {args.input_shape!r}")
     libs = tuple(v for v in args.libraries.split(",") if v)
+    unknown = [v for v in libs if v not in ("onnxruntime", "torch")]
+    if unknown:
+        raise TTileError(f"--libraries: unknown {', '.join(unknown)}; choose from onnxruntime, torch")
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
                         prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush,
@@ -258,6 +277,13 @@ def _threads(value):
         print(f"tvm-ttile: warning: {n} threads on a host with {physical_cores()} physical cores: threads will share "
               "cores, and timings will say little", file=sys.stderr)
     return n
+
+
+def _host_port(value):
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected host:port (e.g. 127.0.0.1:9190), got {value!r}")
+    return host, int(port)
 
 
 def _trials_or_same(value):
@@ -320,10 +346,11 @@ def make_parser():
     p.add_argument("--stride", type=int, default=1)
     p.add_argument("--pad", type=int, default=0)
     p.add_argument("--dilation", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="conv2d batch (images); the parallel level may split it")
     p.add_argument("--dense", action="store_true", help="matmul with weights stored W[N,K]")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP)
     p.add_argument("--trials", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
@@ -331,7 +358,7 @@ def make_parser():
     p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
                    help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")
-    p.add_argument("--rpc-tracker", help="host:port of a TVM RPC tracker to measure on")
+    p.add_argument("--rpc-tracker", type=_host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
     p.add_argument("--confirm-top", type=_non_negative, metavar="N",
                    help=CONFIRM_HELP)
@@ -351,7 +378,7 @@ def make_parser():
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
     p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--work-dir", help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
@@ -403,6 +430,12 @@ def main(argv=None) -> int:
     except TTileError as e:
         print(f"tvm-ttile: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        work = getattr(args, "work_dir", None) or getattr(args, "out", None)
+        print("tvm-ttile: interrupted; every finished measurement is kept" +
+              (f" in {work}: run the same command again to resume" if work else
+               " (pass --work-dir to be able to resume)"), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -241,7 +241,9 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
             O = T.match_buffer(po, (threads * width,), "float32")
             # noalias lets LLVM keep the accumulators in registers (as te.create_prim_func sets it).
             T.func_attr({"tirx.noalias": True})
-            with T.sblock("root"), T.parallel(0, threads) as t, T.sblock("fma_chains"):
+            # (no parallel loop at one thread: its first launch would size this process's thread pool)
+            loop = T.parallel(0, threads) if threads > 1 else T.serial(0, 1)
+            with T.sblock("root"), loop as t, T.sblock("fma_chains"):
                 T.reads(X[0 : 2 * lanes], O[t * width : (t + 1) * width])
                 T.writes(O[t * width : (t + 1) * width])
                 acc = T.alloc_buffer((n_acc,), vec, scope="local")
@@ -267,7 +269,8 @@ def _stream_primfunc(lanes: int, elements: int, threads: int):
     (i,) = sch.get_loops(sch.get_sblock("B"))
     outer, inner = sch.split(i, [threads, None])
     inner, vec = sch.split(inner, [None, lanes])
-    sch.parallel(outer)
+    if threads > 1:
+        sch.parallel(outer)
     sch.vectorize(vec)
     return sch.mod["main"]
 
@@ -275,8 +278,10 @@ def _stream_primfunc(lanes: int, elements: int, threads: int):
 def use_threads(threads: int) -> None:
     """Size TVM's runtime thread pool for `threads` in this process and in the worker processes it starts.
     TVM sizes the pool once, at its first parallel call, from $TVM_NUM_THREADS or else from half the logical CPUs
-    on x86 (it assumes hyper-threading: 1 thread on a 2-vCPU VM), so this must run before then."""
-    os.environ["TVM_NUM_THREADS"] = str(threads)
+    on x86 (it assumes hyper-threading: 1 thread on a 2-vCPU VM), so this must run before then. One thread sets
+    nothing: 1-thread kernels have no parallel loop, and a process that times both must keep the larger pool."""
+    if threads > 1:
+        os.environ["TVM_NUM_THREADS"] = str(threads)
 
 
 def check_runs_here(cpu: CPUModel) -> None:
