@@ -1,0 +1,42 @@
+"""The README's Python snippets run as written (on any x86 host: the target and lanes come from tvm_ttile), with
+tiny budgets: each budget below is replaced in the text, and a replacement that no longer matches fails the test,
+so the README cannot drift from what is tested."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[1]
+BUDGETS = [  # (as written in the README, as run here)
+    ("max_trials_global=50,", "max_trials_global=2,"),
+    ('load_model("resnet18")', 'load_model("tiny_resnet")'),
+    ("trials_per_task=50, threads=2)", "trials_per_task=1, other_trials=0, threads=2)"),
+    ("max_trials_global=1000,", "max_trials_global=6,"),
+    ("max_trials_per_task=50,", "max_trials_per_task=1, num_trials_per_iter=1,"),
+]
+
+
+def snippets() -> str:
+    text = (ROOT / "README.md").read_text()
+    return "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+
+
+@pytest.mark.slow
+def test_readme_snippets_run_with_tiny_budgets(tmp_path):
+    code = snippets()
+    assert code.count("import") >= 3
+    for written, tiny in BUDGETS:
+        assert written in code, f"the README no longer says {written!r}: update BUDGETS"
+        code = code.replace(written, tiny)
+    code += "\nprint('README OK', out.shape)\n"
+    # A small microkernel family (as test_network does), so that the catalog is measured in seconds, not minutes.
+    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+            "from kernels import conv_kept, matmul_kept\n"
+            "from tvm_ttile.microkernels import family\n"
+            "family.candidates = lambda op, isa, red: {'conv2d': conv_kept, 'matmul': matmul_kept}[op]"
+            "(isa.name, isa.lanes, red)\n") + code
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "README OK" in out.stdout
