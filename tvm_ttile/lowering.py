@@ -22,6 +22,7 @@ from tvm.tirx.script import builder as T
 from .errors import TTileError
 from .microkernels import intrin
 from .microkernels.spec import Microkernel
+from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
@@ -309,9 +310,16 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     region_ext = scheme.extents(lanes)[cut]
 
     reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
-    if scheme.partial_dims:  # P levels: a chunk's whole nest is one tail intrinsic with clipped loops
-        cut, region_ext = npar, dict(chunk)
-        name, nest_mk = register_tail(problem, scheme.per_core(), ext={d: e for d, e in chunk.items() if d != "n"},
+    if scheme.partial_dims:  # P levels: a chunk's nest below its batch loops is one tail intrinsic, loops clipped
+        cut = npar
+        while cut < len(scheme.specs) and isinstance(scheme.specs[cut], Tile) and scheme.specs[cut].dim == "n":
+            chunk["n"] //= scheme.specs[cut].n
+            cut += 1
+        nest = Scheme(scheme.specs[cut:])
+        if any(spec.dim == "n" for spec in nest.specs):
+            raise TTileError(f"{scheme.text}: with P levels the batch's levels must come first (below Par)")
+        region_ext = dict(chunk)
+        name, nest_mk = register_tail(problem, nest, ext={d: e for d, e in chunk.items() if d != "n"},
                                       packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop

@@ -136,6 +136,9 @@ class Sampler:
         return sorted(levels, key=lambda level: rank(level[0]))
 
     def build(self, space: Space, choice: Choice, reuse: int, levels: list, parallel=()) -> Scheme:
+        # The batch's levels go outermost (below the parallel level): a Lambda's or a partial nest's tensorized
+        # region holds no batch loop. Batch 1 has none, so its schemes are unchanged.
+        levels = [lv for lv in levels if lv[0] == "n"] + [lv for lv in levels if lv[0] != "n"]
         return scheme_of(space.problem, choice, reuse, levels, parallel)
 
 
