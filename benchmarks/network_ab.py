@@ -23,7 +23,7 @@ def main():
     ap.add_argument("builds", nargs="+", help="LABEL=WORK_DIR")
     ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)  # the peak, TVM's pool and the libraries at this count
     ap.add_argument("--libraries", default="onnxruntime")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -40,7 +40,8 @@ def main():
     if missing:
         sys.exit(f"no such work dir: {missing}")
     cpu = cpu_mod.detect_host()
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    cpu_mod.use_threads(args.threads)
+    peak = cpu_mod.peak(cpu, threads=args.threads)["peak_gflops"]
     shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
     net = load_model(args.model, shape, seed=0)  # the weights tune-model drew (seed 0)
     mod = nw.prepare(net.mod)
