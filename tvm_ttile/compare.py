@@ -131,7 +131,7 @@ def summary(data) -> dict:
                 continue
             g = statistics.median(_gflops(r) for r in runs)
             out.setdefault(layer, {})[system] = {
-                "gflops": g, "percent": 100 * g / (_peak(data)),
+                "gflops": g, "percent": 100 * g / _peak(data),
                 "tuning_gflops": statistics.median(r["gflops"] for r in runs),
                 "seconds": statistics.median(r["seconds"] for r in runs), "seeds": len(runs),
                 "verified": all(r["verified"] for r in runs), "trials": runs[0]["trials"]}
@@ -244,7 +244,7 @@ def _write(data, out_dir):
             if isinstance(runs, dict) or system not in TUNERS:
                 if not isinstance(runs, dict) and runs:
                     for ax in row:
-                        ax.axhline(100 * _gflops(runs[0]) / (_peak(data)), ls="--", lw=1,
+                        ax.axhline(100 * _gflops(runs[0]) / _peak(data), ls="--", lw=1,
                                    label=system,
                                    color="tab:orange" if system == "onednn" else "tab:red")
                 continue

@@ -260,12 +260,12 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
 def _stream_primfunc(lanes: int, elements: int, threads: int):
     """B = A + 1 over `elements` floats, one contiguous slice per thread: the memory bandwidth the cores get
     together (read + write), far beyond the last-level cache."""
+    import tvm
     from tvm import te
 
     a = te.placeholder((elements,), "float32", name="A")
     b = te.compute((elements,), lambda i: a[i] + 1.0, name="B")
-    func = te.create_prim_func([a, b])
-    sch = __import__("tvm").s_tir.Schedule(func)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, b]))
     (i,) = sch.get_loops(sch.get_sblock("B"))
     outer, inner = sch.split(i, [threads, None])
     inner, vec = sch.split(inner, [None, lanes])

@@ -258,10 +258,8 @@ class Scheme:
         if not self.parallel_levels:
             return {"kind": "serial", "chunks": 1, "threads": threads, "efficiency": 1.0 / max(threads, 1)}
         rounds = -(-chunks // threads)
-        eff = chunks / (threads * rounds)
-        kind = ("exact" if chunks == threads else "multiple" if chunks % threads == 0
-                else "balanced" if chunks >= 4 * threads else "imbalanced")
-        return {"kind": kind, "chunks": chunks, "threads": threads, "efficiency": eff}
+        return {"kind": balance_kind(chunks, threads), "chunks": chunks, "threads": threads,
+                "efficiency": chunks / (threads * rounds)}
 
     def per_core_footprint(self, lanes: int, footprint_fn) -> dict:
         """Elements of each tensor one chunk touches: what one core's L1/L2 must hold (the L3 is shared)."""
@@ -317,6 +315,16 @@ class Scheme:
             fps = [footprint_fn(p[i]) for p in per]
             out.append({t: max(f[t] for f in fps) for t in fps[0]})
         return out
+
+
+def balance_kind(chunks: int, threads: int) -> str:
+    """How `chunks` equal chunks share `threads`: exact (one each), multiple (a multiple of the thread count),
+    balanced (at least 4 per thread, not a multiple) or imbalanced."""
+    if chunks == threads:
+        return "exact"
+    if chunks > threads and chunks % threads == 0:
+        return "multiple"
+    return "balanced" if chunks >= 4 * threads else "imbalanced"
 
 
 def _make(kind, args, text):

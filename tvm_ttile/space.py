@@ -11,7 +11,7 @@ from functools import lru_cache
 from .errors import TTileError
 from .microkernels.catalog import classes_of
 from .microkernels.spec import FAMILIES, Microkernel
-from .scheme import LAMBDA, Lambda, P, Par, Scheme, T, U, V
+from .scheme import LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
 DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
@@ -169,16 +169,11 @@ def parallel_levels(problem: Problem, choice: Choice, reuse_trips: int, threads:
     for d in dims:
         combos = [c + ((d, f),) if f > 1 else c for c in combos for f in divisors(left[d])
                   if _chunks(c) * f <= cap]
-    out = {kind: [] for kind in PARALLEL_KINDS}
+    out = {}
     for c in combos:
-        n = _chunks(c)
-        if n == threads:
-            out["exact"].append(c)
-        elif n > threads and n % threads == 0:
-            out["multiple"].append(c)
-        elif n >= 4 * threads:
-            out["balanced"].append(c)
-    out = {k: v for k, v in out.items() if v}
+        kind = balance_kind(_chunks(c), threads)
+        if kind != "imbalanced":
+            out.setdefault(kind, []).append(c)
     if not out:
         speedup = lambda c: _chunks(c) / -(-_chunks(c) // threads)  # noqa: E731  (chunks / rounds)
         best = max(speedup(c) for c in combos)
