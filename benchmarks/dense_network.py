@@ -1,7 +1,7 @@
 """Dense layers inside a network (issue #6, item 4): the built-in MLP (784-2048-2048-10, ReLU) with its dense
 layers tuned by tvm_ttile's matmul space (`--dense tvm_ttile`, weights prepacked at build time) and by AutoMCL
 (`--dense automcl`, the classifier's compute when this CPU has one), both built with Relax, checked against the
-untuned build, and timed side by side with ONNX Runtime (round-robin, 1 thread).
+untuned build, and timed side by side with ONNX Runtime (round-robin, each in a process of its own, 1 thread).
 
     python benchmarks/dense_network.py [--batch 16] [--trials 50]  -> benchmarks/results/dense_network/mlp.{md,json}
 Databases: benchmarks/work/dense_network/<policy> (resumable).
@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -17,7 +18,8 @@ import numpy as np
 from tvm_ttile import network as nw
 from tvm_ttile.baselines.libraries import onnxruntime_network
 from tvm_ttile.cpu import detect_host, peak as measured_peak
-from tvm_ttile.end_to_end import TOLERANCE, _vm_latencies
+from tvm_ttile.end_to_end import TOLERANCE, relax_vm
+from tvm_ttile.isolated import IsolatedTimer, Saved
 from tvm_ttile.models.importers import load_model
 
 HERE = os.path.dirname(__file__)
@@ -35,24 +37,23 @@ def main():
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     ref = nw.run(nw.build_network(mod, None, cpu), x)
     scale = float(np.max(np.abs(ref)))
-    rows, timers, tasks = {}, {}, {}
+    tmp = tempfile.TemporaryDirectory(prefix="dense_network_")
+    rows, timer, tasks = {}, IsolatedTimer(x, 1, tmp.name), {}
     for policy in ("tvm_ttile", "automcl"):
         work = os.path.join(HERE, "work", "dense_network", policy)
         tuned = nw.tune_network(mod, cpu, work, args.trials, other_trials=0, dense=policy)
-        vm = nw.build_network(mod, work, cpu)
-        err = float(np.max(np.abs(nw.run(vm, x) - ref)))
+        ex = nw.build_executable(mod, work, cpu)
+        err = float(np.max(np.abs(nw.run(relax_vm(ex), x) - ref)))
         if err > TOLERANCE * scale:
             sys.exit(f"{policy}: the tuned MLP differs from the untuned build by {err:.3g} (scale {scale:.3g})")
         tasks[policy] = [vars(t) for t in tuned.tasks]
         rows[policy] = {"max_abs_error": err, "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks)}
-        timers[policy] = lambda vm=vm: _vm_latencies(vm, x)
+        timer.add(policy, Saved.tvm(ex, tmp.name, policy))
     out, _, version = onnxruntime_network(net.onnx_model, net.input_name, x)
     rows["onnxruntime"] = {"max_abs_error": float(np.max(np.abs(out - ref))), "version": version}
-    timers["onnxruntime"] = lambda: onnxruntime_network(net.onnx_model, net.input_name, x)[1]
-    lat = {k: [] for k in timers}
-    for _ in range(args.rounds):  # round-robin: a disturbed moment hits every system alike
-        for k, timer in timers.items():
-            lat[k] += timer()
+    timer.add("onnxruntime", Saved.onnx(net.onnx_model, net.input_name, tmp.name))
+    lat = timer.run(args.rounds)  # round-robin: a disturbed moment hits every system alike
+    tmp.cleanup()
     flops = sum(2 * args.batch * k * n for k, n in ((784, 2048), (2048, 2048), (2048, 10)))
     peak = measured_peak(cpu)["peak_gflops"]
     for k, v in lat.items():

@@ -1,6 +1,7 @@
 """Time several tuned builds of one network side by side: the databases of earlier `tvm-ttile tune-model`
 runs (their --work-dir), each built and checked against the untuned build, then every build and ONNX Runtime
-timed round-robin in one process, so that a disturbed moment of this shared machine hits all of them alike.
+timed round-robin, each in a fresh process of its own per round (tvm_ttile.isolated), so that a disturbed moment
+of this shared machine hits all of them alike and no system's threads disturb another's.
 Separate tune-model runs compare badly here: each times its network at another moment.
 
     python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--input-shape 1,3,224,224]
@@ -12,6 +13,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -31,7 +33,8 @@ def main():
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
     from tvm_ttile.baselines import libraries as libs
-    from tvm_ttile.end_to_end import TOLERANCE, _vm_latencies
+    from tvm_ttile.end_to_end import TOLERANCE, relax_vm
+    from tvm_ttile.isolated import IsolatedTimer, Saved
     from tvm_ttile.metaschedule import open_database
     from tvm_ttile.models.importers import load_model
 
@@ -48,30 +51,31 @@ def main():
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     ref = nw.run(nw.build_network(mod, None, cpu, args.threads), x)
     scale = float(np.max(np.abs(ref))) or 1.0
-    timers, notes = {}, []
+    tmp = tempfile.TemporaryDirectory(prefix="network_ab_")
+    timer, notes = IsolatedTimer(x, args.threads, tmp.name), []
     for label, wd in builds.items():
-        vm = nw.build_network(mod, wd, cpu, args.threads)
-        err = float(np.max(np.abs(nw.run(vm, x) - ref)))
+        ex = nw.build_executable(mod, wd, cpu, args.threads)
+        err = float(np.max(np.abs(nw.run(relax_vm(ex), x) - ref)))
         records = len(open_database(wd).get_all_tuning_records())
         notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}")
         if err > TOLERANCE * scale:
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
-        timers[label] = lambda vm=vm: _vm_latencies(vm, x)
+        timer.add(label, Saved.tvm(ex, tmp.name, label))
     for lib in filter(None, args.libraries.split(",")):
         fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, args.threads),
               "torch": lambda: libs.torch_network(net.torch_module, x, args.threads)}[lib]
         out, _, version = fn()
         notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(out - ref))):.2e}")
-        timers[lib] = lambda fn=fn: fn()[1]
-    ms = {name: [] for name in timers}
-    for _ in range(args.rounds):
-        for name, timer in timers.items():
-            ms[name] += timer()
+        timer.add(lib, Saved.onnx(net.onnx_model, net.input_name, tmp.name) if lib == "onnxruntime" else
+                  Saved.torch(net.torch_module, x, tmp.name))
+    ms = timer.run(args.rounds)
+    tmp.cleanup()
     ref_lib = next((lib for lib in ("onnxruntime", "torch") if lib in ms), None)
     gflop = sum(t.flops * t.weight for t in nw.extract_tasks(mod, cpu, args.threads)) / 1e9
     lines = [f"# {args.model}: tuned builds side by side", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}, "
-             f"peak {peak:.1f} GFLOPS; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats.", "",
+             f"peak {peak:.1f} GFLOPS; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats, "
+             "each system in a process of its own every round.", "",
              "| build | median ms | IQR | min | % of peak |" + (f" / {ref_lib} |" if ref_lib else ""),
              "|---|---:|---:|---:|---:|" + ("---:|" if ref_lib else "")]
     med = {name: statistics.median(v) for name, v in ms.items()}

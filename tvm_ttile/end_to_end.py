@@ -4,12 +4,14 @@
 
 Correctness: the tuned network's output is compared with the untuned Relax build (the reference), ONNX
 Runtime and torch on one random input; each must agree within TOLERANCE x max|reference|. Latencies of
-every system are measured in this process, round-robin over ROUNDS rounds, with the same thread count.
+every system are measured each in a fresh process of its own (tvm_ttile.isolated: a library's thread pool left in
+this process would disturb the next system timed), round-robin over ROUNDS rounds, with the same thread count.
 """
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -17,11 +19,12 @@ import numpy as np
 from . import cpu as cpu_mod
 from . import network as nw
 from .errors import TTileError
+from .isolated import IsolatedTimer, Saved
 from .measure import MeasureSettings
 from .samplers import options_text
 
 TOLERANCE = 1e-3  # float32 networks summed in different orders
-ROUNDS, REPEATS = 3, 5
+ROUNDS, REPEATS = 3, 5  # processes per system, repeats in each
 
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
@@ -44,7 +47,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                             sampler_options=sampler_options)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
-    systems = {"tvm_ttile": nw.build_network(mod, work_dir, cpu, threads, prepack)}
+    executables = {"tvm_ttile": nw.build_executable(mod, work_dir, cpu, threads, prepack)}
+    systems = {"tvm_ttile": relax_vm(executables["tvm_ttile"])}
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
@@ -78,27 +82,28 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         db, secs = tune_network_metaschedule(mod, cpu, os.path.join(work_dir, "metaschedule"), metaschedule_trials,
                                              threads, seed, prepack=prepack,
                                              settings=MeasureSettings().with_confirm_top(confirm_top))
-        systems["metaschedule"] = nw.build_network(mod, db, cpu, threads, prepack)
-        outputs["metaschedule"] = nw.run(systems["metaschedule"], x)
+        executables["metaschedule"] = nw.build_executable(mod, db, cpu, threads, prepack)
+        outputs["metaschedule"] = nw.run(relax_vm(executables["metaschedule"]), x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
-    timers = {name: (lambda vm=vm: _vm_latencies(vm, x)) for name, vm in systems.items()}
-    for lib in libraries:
-        fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, threads),
-              "torch": lambda: libs.torch_network(net.torch_module, x, threads)}[lib]
-        if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
-            notes.append(f"{lib}: no {lib} form of this model; not compared")
-            continue
-        try:
-            outputs[lib], _, versions[lib] = fn()
-        except ImportError as e:
-            notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
-            continue
-        timers[lib] = lambda fn=fn: fn()[1]
     inside = nw.profile(systems["tvm_ttile"], x)  # where the tuned network's time goes, call by call
-    latencies = {name: [] for name in timers}
-    for _ in range(ROUNDS):  # round-robin, so that a disturbed moment hits every system alike
-        for name, timer in timers.items():
-            latencies[name] += timer()
+    with tempfile.TemporaryDirectory(prefix="tvm_ttile_timing_") as tmp:
+        timer = IsolatedTimer(x, threads, tmp)
+        for name, ex in executables.items():
+            timer.add(name, Saved.tvm(ex, tmp, name))
+        for lib in libraries:
+            fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, threads),
+                  "torch": lambda: libs.torch_network(net.torch_module, x, threads)}[lib]
+            if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
+                notes.append(f"{lib}: no {lib} form of this model; not compared")
+                continue
+            try:
+                outputs[lib], _, versions[lib] = fn()
+            except ImportError as e:
+                notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
+                continue
+            timer.add(lib, Saved.onnx(net.onnx_model, net.input_name, tmp) if lib == "onnxruntime" else
+                      Saved.torch(net.torch_module, x, tmp))
+        latencies = timer.run(ROUNDS, REPEATS)
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
     checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
@@ -144,11 +149,11 @@ def _in_network(tasks, inside) -> dict:
             "repeats": inside["repeats"]}
 
 
-def _vm_latencies(vm, x):
+def relax_vm(executable):
     import tvm
+    from tvm import relax
 
-    f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=REPEATS, min_repeat_ms=200)
-    return [1e3 * s for s in f(tvm.runtime.tensor(x, tvm.cpu())).results]
+    return relax.VirtualMachine(executable, tvm.cpu())
 
 
 def _options_text(r) -> str:
@@ -184,7 +189,7 @@ def format_report(r) -> str:
                       f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
                       f"{total * 1e3:.2f} ms."]
     lines += ["",
-              f"End-to-end latency (ms; {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
+              f"End-to-end latency (ms; each system timed in a process of its own, {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
     mine = r["latency"]["tvm_ttile"]["median_ms"]
     for name, lat in r["latency"].items():

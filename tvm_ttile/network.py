@@ -284,10 +284,15 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
 
 
 def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):
+    """build_executable(...) in a tvm.relax.VirtualMachine on the CPU."""
+    return relax.VirtualMachine(build_executable(mod, work_dir_or_database, cpu, threads, prepack), tvm.cpu())
+
+
+def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):
     """Compile the prepared Relax module with the tuning records (the pipeline of MetaSchedule's compile_relax,
     plus weight prepacking: the packing blocks of tuned functions are split out and folded on the constant
     weights, once); functions without a record keep the default (unscheduled) lowering. `prepack` must be as
-    when the tasks were tuned (it changes the task keys). Returns a tvm.relax.VirtualMachine."""
+    when the tasks were tuned (it changes the task keys). Returns the relax Executable."""
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
 
     cpu = cpu or cpu_mod.detect_host()
@@ -311,8 +316,7 @@ def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, pr
         return tvm.transform.Sequential(passes)(m)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        ex = relax.build(mod, target=target, relax_pipeline=pipeline)
-    return relax.VirtualMachine(ex, tvm.cpu())
+        return relax.build(mod, target=target, relax_pipeline=pipeline)
 
 
 def run(vm, x) -> np.ndarray:

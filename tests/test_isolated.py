@@ -1,0 +1,44 @@
+"""Whole-network timing in processes of their own (tvm_ttile.isolated): a build and ONNX Runtime are saved,
+timed in fresh processes, and a process that fails is one error naming the system."""
+import numpy as np
+import pytest
+
+
+def test_a_build_and_onnx_runtime_are_timed_each_in_its_own_process(tmp_path):
+    from tvm_ttile import network as nw
+    from tvm_ttile.end_to_end import relax_vm
+    from tvm_ttile.isolated import IsolatedTimer, Saved
+    from tvm_ttile.models.importers import load_model
+
+    net = load_model("tiny_resnet")
+    mod = nw.prepare(net.mod)
+    ex = nw.build_executable(mod, None)
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    timer = IsolatedTimer(x, 1, str(tmp_path))
+    timer.add("untuned", Saved.tvm(ex, str(tmp_path), "untuned"))
+    timer.add("onnxruntime", Saved.onnx(net.onnx_model, net.input_name, str(tmp_path)))
+    latencies = timer.run(rounds=2, repeats=3)
+    assert {k: len(v) for k, v in latencies.items()} == {"untuned": 6, "onnxruntime": 6}
+    assert all(ms > 0 for v in latencies.values() for ms in v)
+    assert nw.run(relax_vm(ex), x).shape == (1, 10)  # the saved executable is the one that ran here
+
+
+def test_a_system_that_cannot_be_timed_is_one_error_naming_it(tmp_path):
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.isolated import IsolatedTimer, Saved
+
+    timer = IsolatedTimer(np.zeros((1, 3, 8, 8), np.float32), 1, str(tmp_path))
+    timer.add("broken", Saved("tvm", str(tmp_path / "missing.so")))
+    with pytest.raises(TTileError, match=r"^timing broken in its own process failed \(exit code 1\): .+"):
+        timer.run(rounds=1)
+
+
+def test_a_torch_module_is_exported_and_timed_in_its_own_process(tmp_path):
+    pytest.importorskip("torch")
+    from tvm_ttile.isolated import IsolatedTimer, Saved
+    from tvm_ttile.models import zoo
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    timer = IsolatedTimer(x, 1, str(tmp_path))
+    timer.add("torch", Saved.torch(zoo.to_torch("tiny_resnet"), x, str(tmp_path)))
+    assert len(timer.run(rounds=1, repeats=2)["torch"]) == 2

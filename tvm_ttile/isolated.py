@@ -1,0 +1,134 @@
+"""End-to-end latency of whole networks, each system timed in a fresh process of its own.
+
+Timed in one process, systems disturb each other at N threads: a library's thread pool outlives its run, and a
+TVM build timed right after ONNX Runtime in the same process loses (90th percentile 3x its median:
+benchmarks/results/threads_zen4/ort_interference_resnet18.md). So each system is saved to a file (a TVM
+executable as a shared library, an ONNX model, an exported torch program) and timed by `python -m tvm_ttile.isolated`
+in a process that holds only it, one process per system and round, round-robin over the rounds so that a
+disturbed moment of this shared machine hits every system alike.
+
+    timer = IsolatedTimer(x, threads=2, tmp_dir)
+    timer.add("tvm_ttile", Saved.tvm(executable, tmp_dir, "tvm_ttile"))
+    timer.add("onnxruntime", Saved.onnx(onnx_model, input_name, tmp_dir))
+    latencies_ms = timer.run(rounds=3)          # {"tvm_ttile": [...], "onnxruntime": [...]}
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from .errors import TTileError
+
+REPEATS = 5  # per process: each repeat at least MIN_REPEAT_MS of back-to-back inferences
+MIN_REPEAT_MS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved:
+    """A system saved for timing in another process: its kind ("tvm", "onnxruntime", "torch"), its file, and for
+    ONNX the input's name."""
+    kind: str
+    path: str
+    input_name: str = ""
+
+    @classmethod
+    def tvm(cls, executable, directory: str, name: str) -> "Saved":
+        path = os.path.join(directory, f"{name}.so")
+        executable.export_library(path)
+        return cls("tvm", path)
+
+    @classmethod
+    def onnx(cls, model, input_name: str, directory: str) -> "Saved":
+        path = os.path.join(directory, "model.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        return cls("onnxruntime", path, input_name)
+
+    @classmethod
+    def torch(cls, module, x: np.ndarray, directory: str) -> "Saved":
+        import torch
+
+        path = os.path.join(directory, "model.pt2")
+        torch.export.save(torch.export.export(module, (torch.from_numpy(x),)), path)
+        return cls("torch", path)
+
+
+class IsolatedTimer:
+    def __init__(self, x: np.ndarray, threads: int, directory: str):
+        self.threads, self.directory = threads, directory
+        self.input_path = os.path.join(directory, "input.npy")
+        np.save(self.input_path, np.ascontiguousarray(x))
+        self.systems: dict[str, Saved] = {}
+
+    def add(self, name: str, saved: Saved) -> None:
+        self.systems[name] = saved
+
+    def run(self, rounds: int, repeats: int = REPEATS) -> dict:
+        """{name: per-repeat latencies in ms}, `repeats` from each of `rounds` processes per system."""
+        latencies = {name: [] for name in self.systems}
+        for _ in range(rounds):
+            for name, saved in self.systems.items():
+                latencies[name] += self._time(name, saved, repeats)
+        return latencies
+
+    def _time(self, name: str, saved: Saved, repeats: int) -> list:
+        env = dict(os.environ, TVM_NUM_THREADS=str(self.threads))  # TVM sizes its pool from it, once
+        args = [sys.executable, "-m", "tvm_ttile.isolated", json.dumps(dataclasses.asdict(saved)), self.input_path,
+                str(self.threads), str(repeats)]
+        proc = subprocess.run(args, env=env, capture_output=True, text=True)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise TTileError(f"timing {name} in its own process failed (exit code {proc.returncode}): {last}")
+        return json.loads(lines[-1])
+
+
+def _time_saved(saved: Saved, x: np.ndarray, threads: int, repeats: int) -> list:
+    if saved.kind == "tvm":
+        import tvm
+        from tvm import relax
+
+        vm = relax.VirtualMachine(tvm.runtime.load_module(saved.path), tvm.cpu())
+        xt = tvm.runtime.tensor(x, tvm.cpu())
+        vm["main"](xt)  # warm-up
+        f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=repeats, min_repeat_ms=MIN_REPEAT_MS)
+        return [1e3 * s for s in f(xt).results]
+    from .baselines.libraries import _latency_ms
+
+    if saved.kind == "onnxruntime":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(saved.path, so, providers=["CPUExecutionProvider"])
+        return _latency_ms(lambda: sess.run(None, {saved.input_name: x}), repeats, MIN_REPEAT_MS / 1e3)
+    if saved.kind == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        module, xt = torch.export.load(saved.path).module(), torch.from_numpy(x)
+
+        def run():
+            with torch.inference_mode():
+                return module(xt)
+
+        return _latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
+    raise ValueError(f"unknown kind of saved system {saved.kind!r}")
+
+
+def main(argv=None) -> None:
+    saved_json, input_path, threads, repeats = argv or sys.argv[1:]
+    from . import cpu as cpu_mod
+
+    cpu_mod.use_threads(int(threads))
+    ms = _time_saved(Saved(**json.loads(saved_json)), np.load(input_path), int(threads), int(repeats))
+    print(json.dumps(ms))
+
+
+if __name__ == "__main__":
+    main()
