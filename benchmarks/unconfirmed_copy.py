@@ -14,19 +14,20 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     src, dst = sys.argv[1], sys.argv[2]
-    from tvm_ttile.confirm import CONFIRM_LOG, read_lines, record_key
+    from tvm_ttile.confirm import CONFIRM_LOG, record_key
+    from tvm_ttile.workdir import read_journal
 
     log = os.path.join(src, CONFIRM_LOG)
     if not os.path.exists(log):
         sys.exit(f"{log} not found: nothing was re-timed in {src}")
     original = {}
-    for entry in read_lines(log):
+    for entry in read_journal(log):
         for c in entry["candidates"]:
             original.setdefault((entry["workload"], c["key"]), c["tuning_secs"])
     shutil.copytree(src, dst)
     os.remove(os.path.join(dst, CONFIRM_LOG))
     path = os.path.join(dst, "database_tuning_record.json")
-    lines, restored = read_lines(path), 0
+    lines, restored = read_journal(path), 0
     for line in lines:
         secs = original.get((line[0], record_key(line[1])))
         if secs is not None:

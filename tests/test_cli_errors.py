@@ -10,6 +10,11 @@ from tvm_ttile import cli
     (["tune", "conv2d", "--layer", "ResNet18-2", "--seed", "-1"], "--seed"),
     (["tune", "conv2d", "--layer", "ResNet18-2", "--rpc-tracker", "foo"], "host:port"),
     (["tune-model", "tiny_resnet", "--threads", "x"], "threads"),
+    (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "9", "--pad", "1,2,3"], "--pad"),
+    (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "9", "--pad", "-1"], "--pad"),
+    (["compare", "--layers", "ResNet18-2", "--shapes", "x.json"], "not allowed with"),
+    (["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--work-dir", __file__], "is a file"),
+    (["compare", "--out", __file__], "is a file"),
 ])
 def test_bad_numbers_are_refused_by_the_parser(argv, words, capsys):
     with pytest.raises(SystemExit) as e:
@@ -24,8 +29,54 @@ def test_bad_numbers_are_refused_by_the_parser(argv, words, capsys):
     (["tune-model", "tiny_resnet", "--input-shape", "1,0,10,10"], "positive"),
     (["tune-model", "tiny_resnet", "--libraries", "nosuchlib"], "nosuchlib"),
     (["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--batch", "2"], "--batch"),
+    (["tune", "conv2d", "--K", "16", "--C", "8", "--H", "9"], "missing: --W"),
+    (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "2", "--R", "3", "--pad", "0"], "empty output"),
 ])
 def test_bad_values_give_one_line(argv, words, capsys, tmp_path):
     assert cli.main(argv + ["--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_compare_with_a_bad_shapes_file_is_one_line(capsys, tmp_path):
+    bad = tmp_path / "shapes.json"
+    bad.write_text('{"layers": [{"name": "x", "op": "conv2d", "K": 4}]}')
+    for path, words in ((bad, "missing field(s) C, H, W, R, S"), (tmp_path / "none.json", "does not exist")):
+        assert cli.main(["compare", "--shapes", str(path), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["peak", "--target", '{"kind":"bogus"}'], 'Target kind "bogus" is not defined'),
+    (["peak", "--target", "llvm -mcpu=x"], "must be a JSON dict"),
+    (["compare", "--systems", "numpy", "--layers", "ResNet18-2"], "none of the systems numpy handles ResNet18-2"),
+])
+def test_bad_targets_and_systems_are_one_line(argv, words, capsys, tmp_path):
+    assert cli.main(argv + (["--out", str(tmp_path / "o")] if argv[0] == "compare" else [])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_a_file_that_is_not_a_model_is_one_line(capsys, tmp_path):
+    text = tmp_path / "model.onnx"
+    text.write_text("not a model")
+    for model, words in ((text, "is not an ONNX model"), (tmp_path, "(a directory)")):
+        assert cli.main(["tune-model", str(model), "--work-dir", str(tmp_path / "w")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0]
+
+
+def test_an_unexpected_failure_is_one_line_and_its_traceback_comes_with_verbose(capsys, monkeypatch):
+    from tvm_ttile import cpu
+
+    def broken(*a, **k):
+        raise RuntimeError("deep inside\nthe last line")
+
+    monkeypatch.setattr(cpu, "peak", broken)
+    assert cli.main(["peak"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["tvm-ttile: error: RuntimeError: the last line (unexpected; run again with --verbose for the "
+                   "traceback and report it)"]
+    with pytest.raises(RuntimeError):
+        cli.main(["peak", "--verbose"])

@@ -2,15 +2,18 @@ import numpy as np
 import pytest
 
 from tvm_ttile.errors import ShapeError, UnsupportedDtypeError
-from tvm_ttile.operators import Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer, matmul_shapes
+from tvm_ttile.operators import (Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer, load_shapes,
+                                 matmul_shapes)
 
 
 def naive_conv(x, w, stride, pad, dil):
     n, h, wd, c = x.shape
     r, s, _, k = w.shape
-    xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    oh = (h + 2 * pad - dil * (r - 1) - 1) // stride + 1
-    ow = (wd + 2 * pad - dil * (s - 1) - 1) // stride + 1
+    top, left, bottom, right = (pad,) * 4 if isinstance(pad, int) else pad
+    xp = np.zeros((n, h + top + bottom, wd + left + right, c))
+    xp[:, top:top + h, left:left + wd] = x
+    oh = (h + top + bottom - dil * (r - 1) - 1) // stride + 1
+    ow = (wd + left + right - dil * (s - 1) - 1) // stride + 1
     out = np.zeros((n, oh, ow, k))
     for b in range(n):
         for i in range(oh):
@@ -21,7 +24,8 @@ def naive_conv(x, w, stride, pad, dil):
     return out
 
 
-@pytest.mark.parametrize("stride,pad,dil", [(1, 0, 1), (2, 1, 1), (1, 2, 2), (3, 1, 1)])
+@pytest.mark.parametrize("stride,pad,dil", [(1, 0, 1), (2, 1, 1), (1, 2, 2), (3, 1, 1), (1, (0, 3, 1, 2), 1),
+                                            (2, (2, 0, 3, 1), 2)])
 def test_conv_reference_matches_naive_loops(stride, pad, dil):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 9, 8, 3)).astype(np.float32)
@@ -76,3 +80,69 @@ def test_conv_te_matches_reference():
     out = tvm.runtime.tensor(np.zeros((1, cv.out_h, cv.out_w, 4), np.float32), dev)
     lib(tvm.runtime.tensor(x, dev), tvm.runtime.tensor(w, dev), out)
     np.testing.assert_allclose(out.numpy(), cv.reference(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_pad_takes_one_int_height_width_or_four_sides():
+    base = dict(K=4, C=3, H=9, W=8, R=1, S=7)
+    assert Conv2d(**base, pad=(2, 2, 2, 2)).pad == 2  # one canonical form: equal pads are an int
+    assert Conv2d(**base, pad=[0, 3]).pad == (0, 3, 0, 3) == Conv2d(**base, pad=(0, 3, 0, 3)).pad
+    asym = Conv2d(**base, pad=(1, 3, 0, 2))
+    assert asym.pads == (1, 3, 0, 2) and (asym.out_h, asym.out_w) == (10, 7)
+    for bad in ((1, 2, 3), (-1, 0), "1", (1.5, 0), True):
+        with pytest.raises(ShapeError, match="pad must be"):
+            Conv2d(**base, pad=bad)
+
+
+def test_conv_te_with_asymmetric_padding_and_a_non_square_kernel_matches_reference():
+    import tvm
+
+    cv = Conv2d(K=4, C=3, H=7, W=9, R=1, S=5, stride=2, pad=(0, 3, 1, 1))
+    lib = tvm.compile(tvm.IRModule({"main": cv.prim_func()}), target=tvm.target.Target({"kind": "llvm"}))
+    x, w = cv.random_inputs()
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros(cv.output_shape, np.float32), dev)
+    lib(tvm.runtime.tensor(x, dev), tvm.runtime.tensor(w, dev), out)
+    np.testing.assert_allclose(out.numpy(), naive_conv(x, w, 2, (0, 3, 1, 1), 1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_shapes_file_gives_named_operators(tmp_path):
+    import json
+
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"layers": [
+        {"name": "inc-1x7", "op": "conv2d", "K": 16, "C": 8, "H": 17, "W": 17, "R": 1, "S": 7, "pad": [0, 3]},
+        {"name": "stem", "op": "conv2d", "K": 8, "C": 3, "H": 32, "W": 32, "R": 7, "S": 7, "stride": 2,
+         "pad": [2, 2, 3, 3], "N": 2},
+        {"name": "qkv", "op": "matmul", "M": 8, "N": 32, "K": 16, "dense": True}]}))
+    inc, stem, qkv = load_shapes(path)
+    assert (inc.name, inc.R, inc.S, inc.pads, inc.out_w) == ("inc-1x7", 1, 7, (0, 3, 0, 3), 17)
+    assert (stem.N, stem.stride, stem.pads, stem.out_h) == (2, 2, (2, 2, 3, 3), 16)
+    assert isinstance(qkv, Matmul) and qkv.dense and qkv.name == "qkv"
+
+
+@pytest.mark.parametrize("content,words", [
+    ("{not json", "not valid JSON"),
+    ('{"layers": []}', 'non-empty list under "layers"'),
+    ('{"layers": [{"name": "a b", "op": "conv2d"}]}', "layer 1: \"name\" must be"),
+    ('{"layers": [{"name": "a", "op": "pool"}]}', "layer 1 (a): \"op\" must be one of conv2d, matmul"),
+    ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4}]}', "missing field(s) K"),
+    ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4, "Q": 1}]}', "unknown field(s) Q"),
+    ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4}, {"name": "a", "op": "matmul", "M": 4, '
+     '"N": 4, "K": 4}]}', "layer 2: the name 'a' is used twice"),
+    ('{"layers": [{"name": "a", "op": "conv2d", "K": 4, "C": 3, "H": 8, "W": 8, "R": 3, "S": 3, "pad": [1, 2, 3]}]}',
+     "layer 1 (a): pad must be"),
+    ('{"layers": [{"name": "a", "op": "matmul", "M": 0, "N": 4, "K": 4}]}', "layer 1 (a): sizes must be positive"),
+])
+def test_a_bad_shapes_file_is_one_error_naming_file_layer_and_field(tmp_path, content, words):
+    path = tmp_path / "shapes.json"
+    path.write_text(content)
+    with pytest.raises(ShapeError) as e:
+        load_shapes(path)
+    assert str(path) in str(e.value) and words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_missing_shapes_file_or_a_directory_is_named(tmp_path):
+    with pytest.raises(ShapeError, match="does not exist"):
+        load_shapes(tmp_path / "nope.json")
+    with pytest.raises(ShapeError, match="is a directory"):
+        load_shapes(tmp_path)

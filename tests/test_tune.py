@@ -113,6 +113,13 @@ def test_confirm_top_default_comes_from_the_environment(monkeypatch):
         MeasureSettings()
 
 
+def test_a_non_square_kernel_with_asymmetric_padding_is_tuned_and_verified(host, tmp_path):
+    op = Conv2d(K=2 * host.lanes, C=8, H=9, W=11, R=1, S=5, pad=(0, 2, 1, 1), name="asymmetric")
+    res = tune(op, host, trials=3, work_dir=str(tmp_path), kept=conv_kept(host.isa.name, host.lanes),
+               progress=False)
+    assert res.verified and res.gflops > 0 and op.output_shape == (1, 10, 10, 2 * host.lanes)
+
+
 def test_rerun_resumes_from_the_database(tuned, host, conv):
     again = tune(conv, host, trials=8, seed=3, work_dir=tuned.work_dir, kept=conv_kept(host.isa.name, host.lanes),
                  trials_per_iter=3, progress=False)

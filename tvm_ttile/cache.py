@@ -3,8 +3,10 @@
 A cache entry is valid for one CPU model + feature set + ISA + TVM version + tvm_ttile version;
 anything else gets a different directory, so stale measurements are never reused silently.
 """
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import uuid
@@ -50,3 +52,23 @@ def write_json(path: Path, obj) -> None:
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=False)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def measuring(path: Path, what: str):
+    """One process at a time measures what `path` caches (a lock file beside it): a second process waits,
+    then reads what the first wrote instead of measuring at the same time (two peaks measured at once on one
+    core are each about half the peak, and would be cached for good)."""
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logging.getLogger(__name__).warning("another process is measuring %s (%s): waiting for it", what, path)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

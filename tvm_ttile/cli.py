@@ -104,13 +104,18 @@ def _shape(args):
             op = dataclasses.replace(op, N=args.batch, name=f"{op.name}-batch{args.batch}")
         return op
     if args.op == "conv2d":
-        missing = [n for n in ("K", "C", "hw") if getattr(args, n) is None]
+        h = args.H if args.H is not None else args.hw
+        w = args.W if args.W is not None else args.hw
+        missing = [n for n, v in (("K", args.K), ("C", args.C), ("H", h), ("W", w)) if v is None]
         if missing:
-            raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (missing: " + ", ".join(
-                "--" + m for m in missing) + ")")
-        return Conv2d(K=args.K, C=args.C, H=args.hw, W=args.hw, R=args.R, S=args.R, stride=args.stride, pad=args.pad,
+            raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (or --H and --W) (missing: " +
+                             ", ".join("--" + m for m in missing) + ")")
+        s = args.S if args.S is not None else args.R
+        pad = args.pad if len(set(args.pad)) > 1 else args.pad[0]
+        pad_text = "-".join(map(str, args.pad))
+        return Conv2d(K=args.K, C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=pad,
                       dilation=args.dilation, N=args.batch,
-                      name=f"conv2d-K{args.K}-C{args.C}-{args.hw}-R{args.R}-s{args.stride}"
+                      name=f"conv2d-K{args.K}-C{args.C}-{h}x{w}-R{args.R}S{s}-s{args.stride}-p{pad_text}"
                            + (f"-batch{args.batch}" if args.batch != 1 else ""))
     if args.batch != 1:
         raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
@@ -208,7 +213,10 @@ def _tune_automcl(op, cpu, args) -> int:
 def cmd_compare(args) -> int:
     from .compare import SETTINGS, compare, summary
 
-    data = compare(args.layers.split(","), args.systems.split(","), budget=args.budget,
+    from .operators import load_shapes
+
+    layers = load_shapes(args.shapes) if args.shapes else args.layers.split(",")
+    data = compare(layers, args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
                    settings=SETTINGS.with_confirm_top(args.confirm_top),
                    baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
@@ -295,6 +303,26 @@ def _trials_or_same(value):
         raise argparse.ArgumentTypeError(f"expected a number of trials or 'same', got {value!r}") from None
 
 
+def _pad(value):
+    try:
+        pads = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        pads = ()
+    if len(pads) not in (1, 2, 4) or any(v < 0 for v in pads):
+        raise argparse.ArgumentTypeError(f"expected 1, 0,3 (height, width) or 0,3,0,3 (top, left, bottom, right) "
+                                         f"with whole numbers >= 0, got {value!r}")
+    return pads
+
+
+def _dir(value):
+    from .workdir import check_dir
+
+    try:
+        return check_dir(value)
+    except TTileError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _non_negative(value):
     try:
         n = int(value)
@@ -323,6 +351,7 @@ def make_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("peak", help="measure (once, then cached) the fp32 peak and memory bandwidth")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
     p.add_argument("--rebuild", action="store_true", help="measure again instead of reading the cache")
     p.add_argument("--threads", type=_threads, default=1, help="the peak and memory bandwidth of this many threads")
     _add_cpu_args(p)
@@ -333,6 +362,7 @@ def make_parser():
     p.add_argument("--threshold", type=float, default=0.80, help="keep kernels at >= this fraction of peak")
     p.add_argument("--top", type=int, default=15, help="rows of the kept list to print")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
@@ -340,11 +370,14 @@ def make_parser():
     p.add_argument("op", choices=["conv2d", "matmul"])
     p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
     for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
-                           ("hw", "input height = width"), ("M", "rows"), ("N", "columns")):
+                           ("H", "input height"), ("W", "input width"), ("hw", "input height = width (shorthand)"),
+                           ("M", "rows"), ("N", "columns")):
         p.add_argument(f"--{name}", type=int, help=helptext)
-    p.add_argument("--R", type=int, default=3, help="kernel height = width")
+    p.add_argument("--R", type=int, default=3, help="kernel height (default 3)")
+    p.add_argument("--S", type=int, help="kernel width (default: --R)")
     p.add_argument("--stride", type=int, default=1)
-    p.add_argument("--pad", type=int, default=0)
+    p.add_argument("--pad", type=_pad, default=(0,), help="1 (all sides), 0,3 (height, width) or 0,3,0,3 (top, "
+                   "left, bottom, right)")
     p.add_argument("--dilation", type=int, default=1)
     p.add_argument("--batch", type=int, default=1, help="conv2d batch (images); the parallel level may split it")
     p.add_argument("--dense", action="store_true", help="matmul with weights stored W[N,K]")
@@ -357,14 +390,14 @@ def make_parser():
                    help="a sampler option, e.g. min_reuse=32 (ttile: fewest reduction steps per microkernel call)")
     p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
                    help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
-    p.add_argument("--work-dir", help="MetaSchedule database directory (resumes if it exists)")
+    p.add_argument("--work-dir", type=_dir, help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", type=_host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
     p.add_argument("--confirm-top", type=_non_negative, metavar="N",
                    help=CONFIRM_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
-    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log, and tracebacks of unexpected errors")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_tune)
 
@@ -379,13 +412,13 @@ def make_parser():
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
     p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--seed", type=_non_negative, default=0)
-    p.add_argument("--work-dir", help="database and report directory (default tune_<model>; resumes)")
+    p.add_argument("--work-dir", type=_dir, help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log")
+    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log, and tracebacks of unexpected errors")
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")
@@ -401,7 +434,11 @@ def make_parser():
     from .compare import DEFAULT_SYSTEMS
 
     p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side")
-    p.add_argument("--layers", default="ResNet18-2,Yolo9000-12")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--layers", default="ResNet18-2,Yolo9000-12", help="named layers, comma separated")
+    g.add_argument("--shapes", metavar="FILE", help='a JSON file of your own shapes: {"layers": [{"name": "my-conv", '
+                   '"op": "conv2d", "K": 64, "C": 64, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": [1, 1]}, '
+                   '{"name": "my-mm", "op": "matmul", "M": 128, "N": 768, "K": 768}]}')
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                    help="tvm_ttile, metaschedule, template-xgb, template-random, onednn, onnxruntime, numpy")
     p.add_argument("--budget", type=int, default=200, help="trials per tuner, layer and seed")
@@ -411,7 +448,7 @@ def make_parser():
     p.add_argument("--retime-rounds", type=int, default=3,
                    help="round-robin rounds timing every best side by side after tuning (0: no re-timing)")
     p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
-    p.add_argument("--out", default="compare", help="results directory (resumes from its work/ databases)")
+    p.add_argument("--out", type=_dir, default="compare", help="results directory (resumes from its work/ databases)")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP + "; AutoMCL's computes still pack in the "
                    "timed function, as in its paper, and libraries pack on every call")
     p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
@@ -419,6 +456,7 @@ def make_parser():
     p.add_argument("--confirm-top", type=_non_negative, metavar="N",
                    help=CONFIRM_HELP)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
     p.set_defaults(func=cmd_compare)
     return parser
 
@@ -436,6 +474,13 @@ def main(argv=None) -> int:
               (f" in {work}: run the same command again to resume" if work else
                " (pass --work-dir to be able to resume)"), file=sys.stderr)
         return 130
+    except Exception as e:  # not an input error tvm_ttile knows: one line, the traceback with --verbose
+        if getattr(args, "verbose", False):
+            raise
+        lines = str(e).strip().splitlines()
+        print(f"tvm-ttile: error: {type(e).__name__}: {lines[-1] if lines else ''} (unexpected; run again with "
+              "--verbose for the traceback and report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import platform
 import statistics
 import time
 
-from .baselines import LIBRARY_SYSTEMS, TUNERS, retime, run_system, work_dir_for
+from .baselines import LIBRARY_SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
 from .errors import TTileError
 from .measure import MeasureSettings
 from .samplers import options_text
@@ -27,7 +27,8 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             threads=1, settings: MeasureSettings = SETTINGS,
             progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False,
             sampler_options: dict | None = None) -> dict:
-    """Tune every layer with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
+    """Tune every layer (a layer's name, or a Conv2d / Matmul with a name, e.g. from operators.load_shapes)
+    with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
     baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side. With
     `prepack` the layers' weights are constants (operators._prim_func) for every TVM tuner but AutoMCL.
     `sampler_options` go to tvm_ttile's sampler (its work directories are named after them, so that a resumed
@@ -38,6 +39,15 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     unknown = [s for s in systems if s not in TUNERS + LIBRARY_SYSTEMS]
     if unknown:
         raise TTileError(f"unknown system(s) {unknown}; choose from {TUNERS + LIBRARY_SYSTEMS}")
+    ops = [get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
+    names = [op.name for op in ops]
+    if not all(names) or len(set(names)) != len(names):
+        raise TTileError(f"every layer needs a name of its own (they name the work dirs), got {names}")
+    for op in ops:
+        if not any(handles(s, op) for s in systems):
+            raise TTileError(f"none of the systems {', '.join(systems)} handles {op.name} (a "
+                             f"{type(op).__name__.lower()}): numpy times matmul layers only, oneDNN and ONNX Runtime "
+                             "conv2d layers only, AutoMCL dense layers only")
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     # The peak at this thread count, measured in this run (the cached one is left alone): every % in the report
@@ -51,13 +61,17 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             "prepack": prepack, "sampler_options": dict(sampler_options or {}), "versions": _versions(),
             "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
             "results": {}}
-    for layer in layers:
-        op = dataclasses.replace(get_layer(layer), prepack=prepack)
+    for op in ops:
+        layer = op.name
+        op = dataclasses.replace(op, prepack=prepack)
+        data.setdefault("shapes", {})[layer] = {"op": "conv2d" if isinstance(op, Conv2d) else "matmul",
+                                                **{k: v for k, v in dataclasses.asdict(op).items()
+                                                   if k not in ("name", "dtype", "prepack")}}
         timed = []  # (system, run index, work_dir or None) to time again side by side
         for system in systems:
+            if not handles(system, op):
+                continue  # e.g. numpy is the matmul reference; oneDNN and ONNX Runtime the conv2d ones
             if system in LIBRARY_SYSTEMS:
-                if (system == "numpy") == isinstance(op, Conv2d):
-                    continue  # numpy is the matmul reference; oneDNN and ONNX Runtime the conv2d ones
                 try:
                     res = run_system(system, op, cpu, threads=threads)
                 except TTileError as e:

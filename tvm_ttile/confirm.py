@@ -26,6 +26,7 @@ from tvm_ffi import structural_equal
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, measure_modules
 from .progress import Progress, Silent
+from .workdir import append_journal, read_journal
 
 CONFIRM_LOG = "confirmed.jsonl"
 FAILED = 1e10  # MetaSchedule's run time of a failed candidate
@@ -40,16 +41,9 @@ def record_key(record_json) -> str:
     return hashlib.sha1(json.dumps(record_json[0], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_lines(path) -> list:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def confirmed_keys(log_path) -> set:
     """(workload index, record key) of every record confirmed before."""
-    return {(entry["workload"], c["key"]) for entry in read_lines(log_path) for c in entry["candidates"]}
+    return {(entry["workload"], c["key"]) for entry in read_journal(log_path) for c in entry["candidates"]}
 
 
 def reopen(database):
@@ -67,7 +61,7 @@ def confirm_top(database, mod, target, settings: MeasureSettings = MeasureSettin
     Reopen the database afterwards (reopen): the handle still holds the old timings."""
     if not isinstance(database, ms.database.JSONDatabase):
         return None
-    workloads = [ms.database.Workload.from_json(w) for w in read_lines(database.path_workload)]
+    workloads = [ms.database.Workload.from_json(w) for w in read_journal(database.path_workload)]
     index = next((i for i, w in enumerate(workloads) if structural_equal(w.mod, mod)), None)
     return None if index is None else _confirm_passes(database, index, workloads[index], target, settings, builder,
                                                       runner, progress)
@@ -80,7 +74,7 @@ def confirm_all(database, target, settings: MeasureSettings = MeasureSettings(),
     if not isinstance(database, ms.database.JSONDatabase):
         return database
     changed = [_confirm_passes(database, i, ms.database.Workload.from_json(w), target, settings, builder, runner,
-                               progress) for i, w in enumerate(read_lines(database.path_workload))]
+                               progress) for i, w in enumerate(read_journal(database.path_workload))]
     return reopen(database) if any(changed) else database
 
 
@@ -105,7 +99,7 @@ def _confirm(database, index, workload, target, settings, builder, runner, progr
     top, rounds = settings.confirm_top, settings.confirm_rounds
     if top < 2 or rounds < 1:
         return None
-    lines = read_lines(database.path_tuning_record)
+    lines = read_journal(database.path_tuning_record)
     mine = sorted((n for n, (w, rec) in enumerate(lines) if w == index and rec[1]), key=lambda n: _mean(lines[n][1][1]))
     chosen = [n for n in mine if _mean(lines[n][1][1]) < FAILED][:top]
     log_path = os.path.join(os.path.dirname(database.path_tuning_record), CONFIRM_LOG)
@@ -133,8 +127,7 @@ def _confirm(database, index, workload, target, settings, builder, runner, progr
              "picked_rank": min(range(len(candidates)), key=lambda r: _mean(candidates[r]["round_medians"]))}
     best = min((n for n, (w, rec) in enumerate(lines) if w == index and rec[1]), key=lambda n: _mean(lines[n][1][1]))
     entry["best_confirmed"] = best in chosen
-    with open(log_path, "a") as f:  # first the record of what is replaced, then the replacement
-        f.write(json.dumps(entry) + "\n")
+    append_journal(log_path, entry)  # first the record of what is replaced, then the replacement
     tmp = database.path_tuning_record + ".tmp"
     with open(tmp, "w") as f:
         f.writelines(json.dumps(line) + "\n" for line in lines)

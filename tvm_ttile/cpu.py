@@ -185,7 +185,12 @@ def from_target(target) -> CPUModel:
                 f"target {target!r} must be a JSON dict such as "
                 '\'{"kind": "llvm", "mcpu": "x86-64-v3"}\' (TVM 0.27 rejects the string form)'
             ) from None
-    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    try:
+        tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    except Exception as e:  # TVM's own error (unknown kind, bad attribute) with a C++ backtrace: its first line
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise UnsupportedISAError(f"TVM does not accept the target {json.dumps(target) if isinstance(target, dict) else target!r}: "
+                                  f"{first}; e.g. '{{\"kind\": \"llvm\", \"mcpu\": \"x86-64-v3\"}}'") from None
     if tgt.kind.name != "llvm":
         raise UnsupportedISAError(f"target kind {tgt.kind.name!r} is not supported; tvm_ttile targets CPUs (llvm)")
     attrs = dict(tgt.attrs)
@@ -372,12 +377,16 @@ def peak_path(cpu: CPUModel, threads: int = 1):
 def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1) -> dict:
     """The cached measured peak of `cpu` at `threads` threads; measured once per CPU/ISA/TVM/tvm_ttile version
     and thread count."""
-    from .cache import read_json, write_json
+    from .cache import measuring, read_json, write_json
 
     path = peak_path(cpu, threads)
     cached = None if rebuild else read_json(path)
     if cached and "peak_gflops" in cached:
         return cached
-    result = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
-    write_json(path, result)
+    with measuring(path, f"the {threads}-thread peak"):
+        cached = None if rebuild else read_json(path)  # measured by another process while this one waited
+        if cached and "peak_gflops" in cached:
+            return cached
+        result = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
+        write_json(path, result)
     return result

@@ -11,7 +11,6 @@ returns them as measure candidates. Records are ordinary MetaSchedule records; o
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -25,6 +24,7 @@ from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
 from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
 from .scheme import Scheme
 from .space import Space
+from .workdir import append_journal, repair_database
 
 
 def cpu_tensor_intrinsics_only() -> bool:
@@ -140,15 +140,13 @@ class TTileSearch(PySearchStrategy):
             kept, fallback = catalog.kept, catalog.ranked()
         space = Space(self.problem, kept, fallback, threads=self.threads)
         if space.notes and self.trial_log:
-            with open(self.trial_log, "a") as f:
-                f.write(json.dumps({"scheme": None, "error": None, "notes": space.notes}) + "\n")
+            append_journal(self.trial_log, {"scheme": None, "error": None, "notes": space.notes})
         if space.fallback_used:
             logging.getLogger(__name__).warning(
                 "no kept microkernel fits %s: using the best measured ones that do (paper's fallback)", self.problem.size)
             if self.trial_log:
-                with open(self.trial_log, "a") as f:
-                    f.write(json.dumps({"scheme": None, "error": None, "notes": [
-                        "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]}) + "\n")
+                append_journal(self.trial_log, {"scheme": None, "error": None, "notes": [
+                    "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]})
         done = set(measured_schemes(database, self.mod))
         first = [Scheme.parse(t) for t in dict.fromkeys(self.first) if t not in done]
         sampler = make_sampler(self.sampler_name, seed=self.seed, **self.sampler_options)
@@ -173,8 +171,7 @@ class TTileSearch(PySearchStrategy):
             except Exception as e:  # noqa: BLE001 - reported, never silent: the trial log keeps it
                 entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
             if self.trial_log:
-                with open(self.trial_log, "a") as f:
-                    f.write(json.dumps(entry) + "\n")
+                append_journal(self.trial_log, entry)
             if entry["error"]:
                 continue
             # Arguments as the builder leaves the function: without its weight-packing block, packed weights.
@@ -251,5 +248,6 @@ def measured_schemes(database, mod, k: int = 10**6) -> list:
 def open_database(work_dir: str):
     """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
     os.makedirs(work_dir, exist_ok=True)
+    repair_database(work_dir)  # damaged lines (an interrupted write) are set aside with a warning, not fatal
     register_intrinsics_in(work_dir)
     return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")

@@ -24,7 +24,7 @@ class Conv2d:
     R: int
     S: int
     stride: int = 1
-    pad: int = 0
+    pad: int | tuple = 0  # one int, (h, w) or (top, left, bottom, right); kept as an int when all four agree
     dilation: int = 1
     N: int = 1
     name: str = ""
@@ -35,18 +35,25 @@ class Conv2d:
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
                        dilation=self.dilation, N=self.N)
         check_dtype(self.dtype)
-        if not isinstance(self.pad, int) or self.pad < 0:
-            raise ShapeError(f"pad must be a non-negative integer, got {self.pad!r}")
+        pads = normalize_pad(self.pad)
+        object.__setattr__(self, "pad", pads[0] if len(set(pads)) == 1 else pads)  # one canonical form
         if self.out_h <= 0 or self.out_w <= 0:
             raise ShapeError(f"conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
 
     @property
+    def pads(self) -> tuple:
+        """(top, left, bottom, right), as ONNX orders its pads."""
+        return normalize_pad(self.pad)
+
+    @property
     def out_h(self) -> int:
-        return (self.H + 2 * self.pad - self.dilation * (self.R - 1) - 1) // self.stride + 1
+        top, _, bottom, _ = self.pads
+        return (self.H + top + bottom - self.dilation * (self.R - 1) - 1) // self.stride + 1
 
     @property
     def out_w(self) -> int:
-        return (self.W + 2 * self.pad - self.dilation * (self.S - 1) - 1) // self.stride + 1
+        _, left, _, right = self.pads
+        return (self.W + left + right - self.dilation * (self.S - 1) - 1) // self.stride + 1
 
     @property
     def flops(self) -> int:
@@ -70,13 +77,13 @@ class Conv2d:
             (self.R, self.S, self.C, kp),
             lambda r, s, c, k: te.if_then_else(k < self.K, wgt_in[r, s, c, te.min(k, self.K - 1)], 0.0), name="W_pad")
         src = inp
-        if self.pad:
-            p = self.pad
+        if any(self.pads):
+            top, left, bottom, right = self.pads
             src = te.compute(
-                (self.N, self.H + 2 * p, self.W + 2 * p, self.C),
+                (self.N, self.H + top + bottom, self.W + left + right, self.C),
                 lambda n, h, w, c: te.if_then_else(
-                    te.all(h >= p, h < self.H + p, w >= p, w < self.W + p), inp[n, h - p, w - p, c], 0.0
-                ),
+                    te.all(h >= top, h < self.H + top, w >= left, w < self.W + left), inp[n, h - top, w - left, c],
+                    0.0),
                 name="pad_temp",
             )
         r = te.reduce_axis((0, self.R), name="r")
@@ -104,15 +111,24 @@ class Conv2d:
         return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
 
 
+def normalize_pad(pad) -> tuple:
+    """(top, left, bottom, right) from one int, (h, w) or (top, left, bottom, right); ShapeError otherwise."""
+    values = (pad,) if isinstance(pad, int) else tuple(pad) if isinstance(pad, (tuple, list)) else ()
+    if len(values) not in (1, 2, 4) or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+        raise ShapeError(f"pad must be one non-negative integer, (h, w) or (top, left, bottom, right), got {pad!r}")
+    return values * 4 if len(values) == 1 else values * 2 if len(values) == 2 else values
+
+
 def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1):
-    """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64."""
+    """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64; pad as Conv2d takes it."""
     n, h, w, c = inp.shape
     r, s, c2, k = wgt.shape
     if c != c2:
         raise ShapeError(f"input has C={c} but weights have C={c2}")
-    x = np.pad(inp.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
-    ow = (w + 2 * pad - dilation * (s - 1) - 1) // stride + 1
+    top, left, bottom, right = normalize_pad(pad)
+    x = np.pad(inp.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
+    oh = (h + top + bottom - dilation * (r - 1) - 1) // stride + 1
+    ow = (w + left + right - dilation * (s - 1) - 1) // stride + 1
     out = np.zeros((n, oh, ow, k))
     for ri in range(r):
         for si in range(s):
@@ -137,6 +153,8 @@ class Matmul:
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
         check_dtype(self.dtype)
+        if not isinstance(self.dense, bool):
+            raise ShapeError(f"dense must be true or false, got {self.dense!r}")
 
     @property
     def flops(self) -> int:
@@ -240,3 +258,60 @@ def get_layer(name: str):
     if name not in table:
         raise ShapeError(f"unknown layer {name!r}; known: {', '.join(table)}")
     return table[name]
+
+
+SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
+                           "optional": ("stride", "pad", "dilation", "N")},
+                "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)}}
+
+
+def load_shapes(path) -> list:
+    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "matmul", <fields>}, ...]}
+    with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad, dilation, N = batch; matmul: M, N,
+    K, dense). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a ShapeError naming the
+    file, the entry and the field."""
+    import os
+    import re
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ShapeError(f"shapes file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ShapeError(f"shapes file {path} is a directory, not a JSON file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ShapeError(f"shapes file {path} is not valid JSON: {e}") from None
+    entries = data.get("layers") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ShapeError(f'shapes file {path} needs a non-empty list under "layers", e.g. {{"layers": [{{"name": '
+                         f'"my-conv", "op": "conv2d", "K": 64, "C": 64, "H": 56, "W": 56, "R": 3, "S": 3, "pad": 1}}]}}')
+    ops, seen = [], set()
+    for i, entry in enumerate(entries):
+        where = f"shapes file {os.fspath(path)}, layer {i + 1}"
+        if not isinstance(entry, dict):
+            raise ShapeError(f"{where}: expected an object, got {entry!r}")
+        name, kind = entry.get("name"), entry.get("op")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ShapeError(f'{where}: "name" must be letters, digits, ".", "_" or "-" (it names a work dir), '
+                             f"got {name!r}")
+        if name in seen:
+            raise ShapeError(f"{where}: the name {name!r} is used twice")
+        seen.add(name)
+        if kind not in SHAPE_FIELDS:
+            raise ShapeError(f'{where} ({name}): "op" must be one of {", ".join(SHAPE_FIELDS)}, got {kind!r}')
+        fields = {k: v for k, v in entry.items() if k not in ("name", "op")}
+        allowed = SHAPE_FIELDS[kind]["required"] + SHAPE_FIELDS[kind]["optional"]
+        unknown = sorted(set(fields) - set(allowed))
+        missing = [k for k in SHAPE_FIELDS[kind]["required"] if k not in fields]
+        if unknown or missing:
+            raise ShapeError(f"{where} ({name}): " + "; ".join(
+                ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
+                ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (a {kind} takes {', '.join(allowed)})")
+        if kind == "conv2d" and isinstance(fields.get("pad"), list):
+            fields["pad"] = tuple(fields["pad"])
+        try:
+            ops.append((Conv2d if kind == "conv2d" else Matmul)(name=name, **fields))
+        except ShapeError as e:
+            raise ShapeError(f"{where} ({name}): {e}") from None
+    return ops

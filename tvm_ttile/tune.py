@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import tvm
@@ -22,6 +24,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from . import cpu as cpu_mod
+from .cache import read_json, write_json
 from .confirm import confirm_top, reopen
 from .errors import TTileError
 from .lowering import scheme_of_schedule
@@ -31,7 +34,7 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
 from .operators import run_against_reference
 from .progress import Progress
 from .scheme import Scheme
-from .workdir import claim, work_key
+from .workdir import append_journal, claim, read_journal, work_key
 
 
 @derived_object
@@ -44,12 +47,12 @@ class CurveCallback(PyMeasureCallback):
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         now = time.time() - self.start
-        with open(self.path, "a") as f:
-            for res in runner_results:
-                secs = [float(x) for x in res.run_secs] if res.run_secs else []
-                ok = bool(secs) and res.error_msg is None and min(secs) < 1e9
-                g = self.flops / statistics.median(secs) / 1e9 if ok else None
-                f.write(json.dumps({"seconds": now, "gflops": g}) + "\n")
+        rows = []
+        for res in runner_results:
+            secs = [float(x) for x in res.run_secs] if res.run_secs else []
+            ok = bool(secs) and res.error_msg is None and min(secs) < 1e9
+            rows.append({"seconds": now, "gflops": self.flops / statistics.median(secs) / 1e9 if ok else None})
+        append_journal(self.path, *rows)
         if self.bar:
             self.bar.update(len(measure_candidates))
 
@@ -160,11 +163,7 @@ CURVE_LOG = "curve.jsonl"
 
 def read_curve(work_dir: str) -> list:
     """[(trial, seconds, gflops or None)] of every measured candidate in work_dir, in measurement order."""
-    path = os.path.join(work_dir, CURVE_LOG)
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = read_journal(os.path.join(work_dir, CURVE_LOG))
     return [(i + 1, r["seconds"], r["gflops"]) for i, r in enumerate(rows)]
 
 
@@ -177,10 +176,15 @@ def add_tuning_seconds(work_dir: str, seconds: float) -> float:
     path = os.path.join(work_dir, SECONDS_FILE)
     total = seconds
     if os.path.exists(path):
-        with open(path) as f:
-            total += json.load(f)["seconds"]
-    with open(path, "w") as f:
-        json.dump({"seconds": total}, f)
+        held = read_json(Path(path))
+        if isinstance(held, dict) and isinstance(held.get("seconds"), (int, float)):
+            total += held["seconds"]
+        else:  # damaged: the curve log's last row holds the tuning seconds up to its last measurement
+            before = max((r[1] for r in read_curve(work_dir)), default=0.0)
+            logging.getLogger(__name__).warning("%s is damaged: tuning seconds so far taken from %s (%.0f s)", path,
+                                                CURVE_LOG, before)
+            total += before
+    write_json(Path(path), {"seconds": total})
     return total
 
 
@@ -197,21 +201,18 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
         ok = secs and min(secs) < 1e9  # MetaSchedule stores failed runs as 1e10 s
         measured[scheme_of_schedule(sch)] = flops / statistics.median(secs) / 1e9 if ok else None
     out, notes = [], set()
-    if os.path.exists(trial_log):
-        with open(trial_log) as f:
-            for line in f:
-                entry = json.loads(line)
-                s = entry["scheme"]
-                if s is None:  # a note about the whole run
-                    notes.update(entry.get("notes", []))
-                    continue
-                if entry.get("notes"):
-                    notes.update(entry["notes"])
-                if entry["error"]:
-                    out.append((s, None, "lowering failed: " + entry["error"]))
-                elif s in measured:
-                    g = measured.pop(s)
-                    out.append((s, g, None if g else "build or run failed"))
+    for entry in read_journal(trial_log):
+        s = entry["scheme"]
+        if s is None:  # a note about the whole run
+            notes.update(entry.get("notes", []))
+            continue
+        if entry.get("notes"):
+            notes.update(entry["notes"])
+        if entry["error"]:
+            out.append((s, None, "lowering failed: " + entry["error"]))
+        elif s in measured:
+            g = measured.pop(s)
+            out.append((s, g, None if g else "build or run failed"))
     return out + [(s, g, None if g else "build or run failed") for s, g in measured.items()], sorted(notes)
 
 

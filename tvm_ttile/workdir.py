@@ -42,9 +42,17 @@ def describe(key: dict) -> str:
     return text
 
 
+def check_dir(work_dir: str) -> str:
+    """work_dir, if it is a directory or does not exist yet; else TTileError naming it."""
+    if os.path.exists(work_dir) and not os.path.isdir(work_dir):
+        raise TTileError(f"work dir {work_dir} is a file, not a directory: pass another --work-dir")
+    return work_dir
+
+
 def claim(work_dir: str, key: dict) -> None:
     """Write `key` into a new work dir; in an existing one, refuse (WorkDirMismatch) when its key differs
     in the target, the thread count or (when both name them) the timing settings."""
+    check_dir(work_dir)
     os.makedirs(work_dir, exist_ok=True)
     path = os.path.join(work_dir, KEY_FILE)
     if os.path.exists(path):
@@ -67,3 +75,97 @@ def claim(work_dir: str, key: dict) -> None:
     with open(tmp, "w") as f:
         json.dump(key, f, indent=1)
     os.replace(tmp, path)
+
+
+# --- files that survive faults: JSON-lines journals and the MetaSchedule database --------------------------
+
+def read_journal(path: str) -> list:
+    """The rows of a JSON-lines file, in order. A damaged line (an interrupted write, a hand edit) is skipped
+    with a warning naming the file and the line: what it held is measured again, nothing else is lost."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                _warn_damaged(path, number, line)
+    return rows
+
+
+def append_journal(path: str, *rows) -> None:
+    """Append rows to a JSON-lines file; a last line left without its newline by an interrupted write is
+    ended first, so that no row is glued onto it."""
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write("".join(json.dumps(r) + "\n" for r in rows).encode())
+
+
+def repair_database(work_dir: str) -> int:
+    """Make a MetaSchedule JSON database in work_dir readable again after a fault: damaged lines of its
+    workload and record files are moved to `<file>.damaged` (kept, not lost) with a warning naming file and
+    line; records of a damaged workload go with it and the other records' workload indices are renumbered.
+    Returns the number of lines moved (0: the database was sound; then nothing is rewritten)."""
+    wl_path = os.path.join(work_dir, "database_workload.json")
+    rec_path = os.path.join(work_dir, "database_tuning_record.json")
+    workloads, bad_workloads, damaged = [], set(), {wl_path: [], rec_path: []}
+    for i, line in enumerate(_lines(wl_path)):
+        if _parses(line, lambda v: isinstance(v, list) and len(v) == 2):
+            workloads.append(line)
+        else:
+            bad_workloads.add(i)
+            damaged[wl_path].append((i + 1, line))
+    renumber, n = {}, 0
+    for i in range(len(workloads) + len(bad_workloads)):
+        if i not in bad_workloads:
+            renumber[i], n = n, n + 1
+    records = []
+    for i, line in enumerate(_lines(rec_path)):
+        ok = _parses(line, lambda v: isinstance(v, list) and len(v) == 2 and isinstance(v[0], int))
+        if ok and json.loads(line)[0] in renumber:
+            value = json.loads(line)
+            records.append(json.dumps([renumber[value[0]], value[1]]) if value[0] != renumber[value[0]] else line)
+        else:
+            damaged[rec_path].append((i + 1, line))
+    if not any(damaged.values()):
+        return 0
+    for path, lines in damaged.items():
+        for number, line in lines:
+            _warn_damaged(path, number, line)
+        if lines:
+            with open(path + ".damaged", "a") as f:
+                f.writelines(line.rstrip("\n") + "\n" for _, line in lines)
+    for path, lines in ((wl_path, workloads), (rec_path, records)):
+        if os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.writelines(line.rstrip("\n") + "\n" for line in lines)
+            os.replace(tmp, path)
+    return sum(len(v) for v in damaged.values())
+
+
+def _lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line for line in f if line.strip()]
+
+
+def _parses(line, shape) -> bool:
+    try:
+        return bool(shape(json.loads(line)))
+    except ValueError:
+        return False
+
+
+def _warn_damaged(path, number, line):
+    text = line.strip()
+    logging.getLogger(__name__).warning("%s line %d is damaged (%s): skipped; what it held is measured again",
+                                        path, number, text[:60] + ("..." if len(text) > 60 else ""))

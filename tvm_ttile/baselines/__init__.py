@@ -22,6 +22,14 @@ TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "autom
 LIBRARY_SYSTEMS = ("onednn", "onnxruntime", "numpy")
 
 
+def handles(system: str, operator) -> bool:
+    """Whether `system` takes this kind of operator: the libraries and AutoMCL take one kind each."""
+    from ..operators import Conv2d, Matmul
+
+    only = {"onednn": Conv2d, "onnxruntime": Conv2d, "numpy": Matmul, "automcl": Matmul}.get(system)
+    return only is None or isinstance(operator, only)
+
+
 @dataclasses.dataclass
 class SystemResult:
     system: str

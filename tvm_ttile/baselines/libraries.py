@@ -48,9 +48,17 @@ def onednn_conv2d(op, threads=1):
     xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
     wt = torch.from_numpy(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # KCRS
 
+    top, left, bottom, right = op.pads
+    F = torch.nn.functional
+    if (top, left) == (bottom, right):  # symmetric per axis: the convolution pads
+        conv = lambda x: F.conv2d(x, wt, stride=op.stride, padding=(top, left), dilation=op.dilation)  # noqa: E731
+    else:  # torch's convolution pads both sides alike: an explicit pad first, timed with it
+        conv = lambda x: F.conv2d(F.pad(x, (left, right, top, bottom)), wt, stride=op.stride,  # noqa: E731
+                                  dilation=op.dilation)
+
     def run():
         with torch.no_grad():
-            return torch.nn.functional.conv2d(xt, wt, stride=op.stride, padding=op.pad, dilation=op.dilation)
+            return conv(xt)
 
     out = run().permute(0, 2, 3, 1).contiguous().numpy()
     return out, _time(run), f"torch {torch.__version__} (oneDNN)"
@@ -63,7 +71,7 @@ def onnxruntime_conv2d(op, threads=1):
 
     x, w = op.random_inputs()
     wk = np.ascontiguousarray(w.transpose(3, 2, 0, 1))  # KCRS
-    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=[op.pad] * 4,
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=list(op.pads),  # t, l, b, r
                             dilations=[op.dilation] * 2)
     graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [op.N, op.C, op.H, op.W])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],

@@ -12,7 +12,7 @@ import time
 from itertools import groupby
 from pathlib import Path
 
-from ..cache import read_json, write_json
+from ..cache import measuring, read_json, write_json
 from ..errors import TTileError
 from .spec import FAMILIES, Microkernel
 
@@ -127,10 +127,8 @@ def catalog_path(cpu, op):
 def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: bool = False, candidates=None,
                   settings=None, path=None, chunk: int = 32) -> Catalog:
     """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few)."""
-    from .. import cpu as cpu_mod
-    from ..measure import MeasureSettings, default_builder, default_runner, measure_modules
-    from ..progress import Progress
-    from . import family, intrin
+    from ..measure import MeasureSettings
+    from . import family
 
     if op not in FAMILIES:
         raise TTileError(f"unknown operator {op!r}; choose one of {sorted(FAMILIES)}")
@@ -140,6 +138,15 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     settings = settings or MeasureSettings()
     red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
     cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red)
+    cat = _cached(path, op, cpu, cands, threshold, rebuild)[2]
+    if cat is not None:
+        return cat
+    with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
+        return _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red)
+
+
+def _cached(path, op, cpu, cands, threshold, rebuild):
+    """(what the cache holds, its entries by text, the complete Catalog or None)."""
     old = None if rebuild else read_json(path)
     done = {}
     if old and old.get("op") == op and old.get("cpu") == cpu.describe():
@@ -147,7 +154,19 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
         if old.get("complete") and {mk.text for mk in cands} <= set(done):
             cat = Catalog.from_json(old)
             cat.threshold = threshold
-            return cat
+            return old, done, cat
+    return old, done, None
+
+
+def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> Catalog:
+    from .. import cpu as cpu_mod
+    from ..measure import default_builder, default_runner, measure_modules
+    from ..progress import Progress
+    from . import intrin
+
+    old, done, cat = _cached(path, op, cpu, cands, threshold, rebuild)
+    if cat is not None:  # measured by another process while this one waited
+        return cat
     peak = cpu_mod.peak(cpu)["peak_gflops"]
     todo = [mk for mk in cands if mk.text not in done]
     started = time.time() - (old or {}).get("seconds", 0.0) if done else time.time()

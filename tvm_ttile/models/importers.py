@@ -31,11 +31,17 @@ def load_model(source, input_shape=None, seed: int = 0) -> Network:
         return _from_onnx(zoo.to_onnx(source, seed, input_shape), source, None, torch_module)
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if not os.path.exists(path):
-            raise TTileError(f"no model {path!r}: give an .onnx file or one of {', '.join(zoo.MODELS)}")
+        if not os.path.isfile(path):
+            what = "a directory" if os.path.isdir(path) else "no such file"
+            raise TTileError(f"no model {path!r} ({what}): give an .onnx file or one of {', '.join(zoo.MODELS)}")
         import onnx
+        from google.protobuf.message import DecodeError
 
-        return _from_onnx(onnx.load(path), os.path.splitext(os.path.basename(path))[0], input_shape)
+        try:
+            model = onnx.load(path)
+        except (DecodeError, ValueError, UnicodeDecodeError) as e:
+            raise TTileError(f"{path} is not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        return _from_onnx(model, os.path.splitext(os.path.basename(path))[0], input_shape)
     if type(source).__name__ == "ModelProto":
         return _from_onnx(source, source.graph.name or "onnx", input_shape)
     if hasattr(source, "forward"):
