@@ -85,9 +85,10 @@ def test_a_work_dir_with_a_damaged_file_resumes_and_keeps_every_sound_measuremen
         assert len(open_database(str(work)).get_all_tuning_records()) == kept
         res = tune(op, host, trials=4, seed=1, work_dir=str(work), kept=conv_kept(host.isa.name, host.lanes),
                    progress=False)
+        curve = read_curve(str(work))
     assert res.verified and res.new_trials == 4 - kept  # only what was lost is measured again
     assert "damaged" in caplog.text
-    assert len(read_curve(str(work))) >= 4 - (damage == "curve")
+    assert len(curve) >= 4
     assert res.seconds > 0
 
 

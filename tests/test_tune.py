@@ -231,7 +231,8 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
 
 
 def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
-    """Every tuner through one API and one result type; a resumed comparison measures nothing again."""
+    """Tuners and a library side by side through one API and one result type (every system on its own:
+    test_systems.py); a resumed comparison measures nothing again."""
     from tvm_ttile.baselines import run_system
     from tvm_ttile.compare import compare, headline, summary, trials_to_reach
     from tvm_ttile.errors import TTileError
@@ -240,7 +241,7 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
     monkeypatch.setattr("tvm_ttile.operators.get_layer",
                         lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
-    systems = ["tvm_ttile", "metaschedule", "template-xgb", "template-random", "automcl", "numpy"]
+    systems = ["tvm_ttile", "metaschedule", "numpy"]
     data = compare(["tiny"], systems, budget=4, seeds=2, baseline_seeds=1, out_dir=str(tmp_path), progress=False)
     summ = summary(data)["tiny"]
     assert set(summ) == set(systems)
@@ -253,7 +254,7 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     assert head["with_libraries"] == 0  # numpy is not a conv2d library
     assert trials_to_reach([(1, 0.1, 5.0), (2, 0.2, 9.0), (3, 0.3, 9.0)], 8.0) == 2
     assert trials_to_reach([(1, 0.1, 5.0)], 8.0) is None
-    for s in systems[:4]:
+    for s in systems[:2]:
         run = data["results"]["tiny"][s][0]
         assert run["trials"] == 4 and len(run["curve"]) == 4
         assert [c[2] for c in run["curve"]] == sorted(c[2] for c in run["curve"])  # best so far

@@ -431,6 +431,7 @@ def make_parser():
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)
 
+    from .baselines import SYSTEMS
     from .compare import DEFAULT_SYSTEMS
 
     p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side")
@@ -440,7 +441,7 @@ def make_parser():
                    '"op": "conv2d", "K": 64, "C": 64, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": [1, 1]}, '
                    '{"name": "my-mm", "op": "matmul", "M": 128, "N": 768, "K": 768}]}')
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                   help="tvm_ttile, metaschedule, template-xgb, template-random, onednn, onnxruntime, numpy")
+                   help=", ".join(SYSTEMS) + " (numpy times matmul layers, oneDNN and ONNX Runtime conv2d ones)")
     p.add_argument("--budget", type=int, default=200, help="trials per tuner, layer and seed")
     p.add_argument("--ttile-budget", type=int, help="trials for tvm_ttile (default: --budget)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per tuner (tvm_ttile; baselines too by default)")

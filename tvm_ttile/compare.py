@@ -14,7 +14,7 @@ import platform
 import statistics
 import time
 
-from .baselines import LIBRARY_SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
+from .baselines import SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
 from .errors import TTileError
 from .measure import MeasureSettings
 from .samplers import options_text
@@ -36,9 +36,9 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     from . import cpu as cpu_mod
     from .operators import Conv2d, get_layer
 
-    unknown = [s for s in systems if s not in TUNERS + LIBRARY_SYSTEMS]
+    unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
-        raise TTileError(f"unknown system(s) {unknown}; choose from {TUNERS + LIBRARY_SYSTEMS}")
+        raise TTileError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
     ops = [get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
     names = [op.name for op in ops]
     if not all(names) or len(set(names)) != len(names):
@@ -71,7 +71,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
         for system in systems:
             if not handles(system, op):
                 continue  # e.g. numpy is the matmul reference; oneDNN and ONNX Runtime the conv2d ones
-            if system in LIBRARY_SYSTEMS:
+            if not SYSTEMS[system].tunes:
                 try:
                     res = run_system(system, op, cpu, threads=threads)
                 except TTileError as e:
@@ -83,8 +83,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             runs = []
             ttile = system == "tvm_ttile"
             for seed in range(seeds if ttile else baseline_seeds):
-                # Prepacked weights are another workload; AutoMCL's computes ignore the flag.
-                name = layer + ("-prepack" if prepack and system != "automcl" else "")
+                name = SYSTEMS[system].work_name(layer, prepack)
                 if ttile and sampler_options:
                     name += "-" + options_text(sampler_options, sep="-")
                 work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name, threads)
@@ -252,22 +251,20 @@ def _write(data, out_dir):
 
     layers = list(data["results"])
     fig, axes = plt.subplots(len(layers), 2, figsize=(11, 3.2 * len(layers)), squeeze=False)
-    colors = dict(zip(TUNERS, ("tab:green", "tab:blue", "tab:purple", "tab:gray", "tab:brown")))
     for row, layer in zip(axes, layers):
         for system, runs in data["results"][layer].items():
+            color = SYSTEMS[system].color if system in SYSTEMS else "tab:gray"
             if isinstance(runs, dict) or system not in TUNERS:
                 if not isinstance(runs, dict) and runs:
                     for ax in row:
-                        ax.axhline(100 * _gflops(runs[0]) / _peak(data), ls="--", lw=1,
-                                   label=system,
-                                   color="tab:orange" if system == "onednn" else "tab:red")
+                        ax.axhline(100 * _gflops(runs[0]) / _peak(data), ls="--", lw=1, label=system, color=color)
                 continue
             for i, r in enumerate(runs):
                 curve = r["curve"]
                 if not curve:
                     continue
                 peak = _peak(data)
-                kw = dict(color=colors[system], lw=1.2, label=system if i == 0 else None)
+                kw = dict(color=color, lw=1.2, label=system if i == 0 else None)
                 row[0].step([c[0] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)
                 row[1].step([c[1] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)
         row[0].set_title(f"{layer}: best so far vs trials", fontsize=9)

@@ -3,9 +3,11 @@
     from tvm_ttile.baselines import run_system
     r = run_system("metaschedule", get_layer("ResNet18-2"), trials=300, seed=0, work_dir="cmp/ms")
 
-Tuners: tvm_ttile, metaschedule, template-xgb, template-random (all through the same MetaSchedule builder,
-runner and measurement settings), automcl (matmul only, in the dense layout W[N,K] its computes are for;
-same builder and runner). Libraries: onednn, onnxruntime (conv2d), numpy (matmul).
+SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, metaschedule, template-xgb,
+template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
+only, in the dense layout W[N,K] its computes are for; same builder and runner). Libraries: onednn, onnxruntime
+(conv2d), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py runs every
+one through the same checks.
 """
 from __future__ import annotations
 
@@ -17,18 +19,6 @@ import numpy as np
 
 from ..errors import TTileError
 from ..measure import MeasureSettings, build_module, timing_args
-
-TUNERS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "automcl")
-LIBRARY_SYSTEMS = ("onednn", "onnxruntime", "numpy")
-
-
-def handles(system: str, operator) -> bool:
-    """Whether `system` takes this kind of operator: the libraries and AutoMCL take one kind each."""
-    from ..operators import Conv2d, Matmul
-
-    only = {"onednn": Conv2d, "onnxruntime": Conv2d, "numpy": Matmul, "automcl": Matmul}.get(system)
-    return only is None or isinstance(operator, only)
-
 
 @dataclasses.dataclass
 class SystemResult:
@@ -57,111 +47,125 @@ def _best_so_far(rows):
     return out
 
 
-def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, threads=1,
-               settings: MeasureSettings = MeasureSettings(), progress=True,
-               sampler_options: dict | None = None) -> SystemResult:
-    """One system's result on one operator: a library timed, or a tuner run (`sampler_options` go to
-    tvm_ttile's ttile sampler; other systems refuse them)."""
-    from .. import cpu as cpu_mod
+class System:
+    """One system of the comparison. It knows which operators it takes (`operators`), whether it tunes
+    (`tunes`: then it has a work dir, trials and seeds) and its options, declared as data; `run` gives its
+    SystemResult, `timer` a callable timing its best again in this process."""
+    name = ""
+    tunes = True
+    operators: tuple = ("Conv2d", "Matmul")  # operator class names it takes
+    options: dict = {}  # option name -> default; `run` refuses any other
+    color = "tab:gray"  # its curve in compare's convergence plot
 
-    cpu = cpu or cpu_mod.detect_host()
-    cpu_mod.use_threads(threads)
-    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
-    name = operator.name or repr(operator)
-    if system in LIBRARY_SYSTEMS:
-        from .libraries import LIBRARIES
+    def handles(self, operator) -> bool:
+        return type(operator).__name__ in self.operators
 
-        try:
-            out, secs, version = LIBRARIES[system](operator, threads)
-        except ImportError as e:
-            raise TTileError(f"{system} is not installed ({e}); pip install 'tvm-ttile[libs]'") from None
-        except AttributeError as e:
-            raise TTileError(f"{system} does not handle {type(operator).__name__}: {e}") from None
-        ref = operator.reference(*operator.random_inputs())
-        err = float(np.max(np.abs(out - ref)))
-        ok = err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)
-        g = operator.flops / secs / 1e9
-        return SystemResult(system, name, g, 100 * g / peak, 0.0, 0, ok, err, [], threads, version)
-    if system not in TUNERS:
-        raise TTileError(f"unknown system {system!r}; choose from {TUNERS + LIBRARY_SYSTEMS}")
-    import tempfile
+    def work_name(self, layer: str, prepack: bool) -> str:
+        """Its work dir's layer part: prepacked weights are another workload."""
+        return layer + ("-prepack" if prepack else "")
 
-    from ..tune import read_curve, tune, verify
+    def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options) -> SystemResult:
+        raise NotImplementedError
 
-    if sampler_options and system != "tvm_ttile":
-        raise TTileError(f"sampler options are tvm_ttile's; {system} takes none (got {sampler_options})")
-    work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
-    if system == "automcl":
-        return _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings)
-    if system == "tvm_ttile":
+    def timer(self, operator, cpu, work_dir, threads, settings):
+        """A callable returning one timing in seconds (median of settings.repeat) of the best in work_dir."""
+        import tvm
+
+        mod = self.best_module(operator, work_dir, cpu, threads)
+        lib = build_module(mod, cpu.target(threads))  # as tuned: prepacked weights packed at build time, not timed
+        args = timing_args(mod)
+        f = lib.time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
+                               min_repeat_ms=settings.min_repeat_ms)
+        return lambda: statistics.median(f(*args).results)
+
+    def best_module(self, operator, work_dir, cpu, threads=1):
+        """The best measured schedule of `operator` in its work_dir, as a scheduled IRModule."""
+        import tvm
+
+        from ..metaschedule import best_schedule, open_database
+
+        best = best_schedule(open_database(work_dir), tvm.IRModule({"main": operator.prim_func(cpu.lanes)}))
+        if best is None:
+            raise TTileError(f"no measured candidate for {operator.name or operator!r} in {work_dir}")
+        return best[0].mod
+
+
+class TTile(System):
+    name, color = "tvm_ttile", "tab:green"
+    options = {"sampler_options": None}  # the ttile sampler's options (samplers.all_options)
+
+    def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
+        from ..tune import read_curve, tune
+
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
-                   progress=progress, sampler_options=sampler_options)
-        return SystemResult(system, name, res.gflops, res.percent_of_peak, res.seconds, res.trials, res.verified,
-                            res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
+                   progress=progress, sampler_options=options.get("sampler_options"))
+        return SystemResult(self.name, res.operator, res.gflops, res.percent_of_peak, res.seconds, res.trials,
+                            res.verified, res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
                             res.lowering_notes)
-    import tvm
 
-    from ..metaschedule import best_schedule
-    from .tvm_tuners import tune_tvm_baseline
 
-    db, mod, target, seconds = tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads,
-                                                 progress)
-    best = best_schedule(db, mod)
-    if best is None:
-        raise TTileError(f"{system} measured no valid candidate for {name}")
-    sch, record = best
-    ok, err = verify(operator, sch.mod, target)
-    g = operator.flops / statistics.median(float(s) for s in record.run_secs) / 1e9
-    curve = read_curve(work_dir)
-    return SystemResult(system, name, g, 100 * g / peak, seconds, len(curve), ok, err, _best_so_far(curve), threads,
-                        f"tvm {tvm.__version__}")
+class TVMPolicy(System):
+    """MetaSchedule's default policy or an AutoTVM-style template (tvm_tuners.POLICIES)."""
+
+    def __init__(self, name, color):
+        self.name, self.color = name, color
+
+    def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
+        import tvm
+
+        from ..metaschedule import best_schedule
+        from ..tune import read_curve, verify
+        from .tvm_tuners import tune_tvm_baseline
+
+        db, mod, target, seconds = tune_tvm_baseline(self.name, operator, cpu, trials, seed, work_dir, settings,
+                                                     threads, progress)
+        best = best_schedule(db, mod)
+        if best is None:
+            raise TTileError(f"{self.name} measured no valid candidate for {operator.name or operator!r}")
+        sch, record = best
+        ok, err = verify(operator, sch.mod, target)
+        g = operator.flops / statistics.median(float(s) for s in record.run_secs) / 1e9
+        curve = read_curve(work_dir)
+        return SystemResult(self.name, operator.name or repr(operator), g, 100 * g / peak, seconds, len(curve), ok,
+                            err, _best_so_far(curve), threads, f"tvm {tvm.__version__}")
 
 
 AUTOMCL_FILE = "automcl.json"
 
 
-def _dense(operator):
-    from ..operators import Matmul
+class AutoMCL(System):
+    """AutoMCL on the dense form W[N,K] of a matmul (the layout its computes are for); the result is kept in
+    its work dir, so a rerun reuses it."""
+    name, color, operators = "automcl", "tab:brown", ("Matmul",)
 
-    if not isinstance(operator, Matmul):
-        raise TTileError(f"automcl tunes matmul/dense layers only, not {type(operator).__name__}")
-    return dataclasses.replace(operator, dense=True)
+    def work_name(self, layer, prepack):
+        return layer  # its computes pack inside the timed function, as in its paper: prepack changes nothing
 
+    def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
+        import json
 
-def _run_automcl(operator, cpu, trials, seed, work_dir, threads, settings) -> SystemResult:
-    """AutoMCL on the dense form of a matmul; the result is kept in work_dir, so a rerun reuses it."""
-    import json
+        from ..automcl.tune import tune_automcl
 
-    from ..automcl.tune import tune_automcl
+        path = os.path.join(work_dir, AUTOMCL_FILE)
+        saved = None
+        if os.path.exists(path):
+            with open(path) as f:
+                saved = json.load(f)
+        if saved is None or saved["trials_asked"] != trials:
+            # Every compute, so that the table can set the classifier's pick against the best compute.
+            res = tune_automcl(dataclasses.replace(operator, dense=True), cpu, trials=trials, seed=seed,
+                               settings=settings, threads=threads, all_computes=True, work_dir=work_dir)
+            saved = dict(dataclasses.asdict(res), trials_asked=trials)
+            os.makedirs(work_dir, exist_ok=True)
+            with open(path, "w") as f:
+                json.dump(saved, f)
+        return SystemResult(self.name, operator.name or repr(operator), saved["gflops"], saved["percent_of_peak"],
+                            saved["seconds"], len(saved["curve"]), saved["verified"], saved["max_abs_error"],
+                            _best_so_far(saved["curve"]), threads, "automcl",
+                            [f"best compute {saved['compute']} {tuple(saved['config'])}; classifier's pick "
+                             f"{saved.get('selected')}; {saved['selected_by']}; dense layout W[N,K]"])
 
-    path = os.path.join(work_dir, AUTOMCL_FILE)
-    saved = None
-    if os.path.exists(path):
-        with open(path) as f:
-            saved = json.load(f)
-    if saved is None or saved["trials_asked"] != trials:
-        # Every compute, so that the table can set the classifier's pick against the best compute.
-        res = tune_automcl(_dense(operator), cpu, trials=trials, seed=seed, settings=settings, threads=threads,
-                           all_computes=True, work_dir=work_dir)
-        saved = dict(dataclasses.asdict(res), trials_asked=trials)
-        os.makedirs(work_dir, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(saved, f)
-    return SystemResult("automcl", operator.name or repr(operator), saved["gflops"], saved["percent_of_peak"],
-                        saved["seconds"], len(saved["curve"]), saved["verified"], saved["max_abs_error"],
-                        _best_so_far(saved["curve"]), threads, "automcl",
-                        [f"best compute {saved['compute']} {tuple(saved['config'])}; classifier's pick "
-                         f"{saved.get('selected')}; {saved['selected_by']}; dense layout W[N,K]"])
-
-
-def best_module(operator, work_dir, cpu, threads=1):
-    """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule (for automcl,
-    of the operator's dense form)."""
-    import tvm
-
-    from ..metaschedule import best_schedule, open_database
-
-    if os.path.exists(os.path.join(work_dir, AUTOMCL_FILE)):
+    def best_module(self, operator, work_dir, cpu, threads=1):
         import json
 
         from ..automcl.computes import schedule
@@ -170,10 +174,84 @@ def best_module(operator, work_dir, cpu, threads=1):
             saved = json.load(f)
         return schedule(saved["compute"], operator.M, operator.N, operator.K, tuple(saved["config"]))
 
-    best = best_schedule(open_database(work_dir), tvm.IRModule({"main": operator.prim_func(cpu.lanes)}))
-    if best is None:
-        raise TTileError(f"no measured candidate for {operator.name or operator!r} in {work_dir}")
-    return best[0].mod
+
+class Library(System):
+    """A vendor library timed as it is (libraries.LIBRARIES), its output checked against numpy."""
+    tunes = False
+
+    def __init__(self, name, operator, color):
+        self.name, self.operators, self.color = name, (operator,), color
+
+    def _call(self, operator, threads):
+        from .libraries import LIBRARIES
+
+        try:
+            return LIBRARIES[self.name](operator, threads)
+        except ImportError as e:
+            raise TTileError(f"{self.name} is not installed ({e}); pip install 'tvm-ttile[libs]'") from None
+
+    def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
+        out, secs, version = self._call(operator, threads)
+        ref = operator.reference(*operator.random_inputs())
+        err = float(np.max(np.abs(out - ref)))
+        ok = err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)
+        g = operator.flops / secs / 1e9
+        return SystemResult(self.name, operator.name or repr(operator), g, 100 * g / peak, 0.0, 0, ok, err, [],
+                            threads, version)
+
+    def timer(self, operator, cpu, work_dir, threads, settings):
+        return lambda: self._call(operator, threads)[1]
+
+
+SYSTEMS = {s.name: s for s in (
+    TTile(), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple"),
+    TVMPolicy("template-random", "tab:gray"), AutoMCL(), Library("onednn", "Conv2d", "tab:orange"),
+    Library("onnxruntime", "Conv2d", "tab:red"), Library("numpy", "Matmul", "tab:red"))}
+TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
+LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)
+
+
+def get_system(name: str) -> System:
+    if name not in SYSTEMS:
+        raise TTileError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)}")
+    return SYSTEMS[name]
+
+
+def handles(system: str, operator) -> bool:
+    """Whether `system` takes this kind of operator (the libraries and AutoMCL take one kind each)."""
+    return get_system(system).handles(operator)
+
+
+def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, threads=1,
+               settings: MeasureSettings = MeasureSettings(), progress=True,
+               sampler_options: dict | None = None) -> SystemResult:
+    """One system's result on one operator: a library timed, or a tuner run (`sampler_options` go to
+    tvm_ttile's ttile sampler; other systems refuse them)."""
+    import tempfile
+
+    from .. import cpu as cpu_mod
+
+    sys_ = get_system(system)
+    if not sys_.handles(operator):
+        raise TTileError(f"{system} takes {' and '.join(sys_.operators)} operators, not {type(operator).__name__}")
+    options = {"sampler_options": sampler_options} if sampler_options else {}
+    unknown = sorted(set(options) - set(sys_.options))
+    if unknown:
+        raise TTileError(f"{system} takes no {', '.join(unknown)} (got {options}); sampler options are tvm_ttile's")
+    cpu = cpu or cpu_mod.detect_host()
+    cpu_mod.use_threads(threads)
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
+    if sys_.tunes:
+        work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
+    return sys_.run(operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options)
+
+
+def best_module(operator, work_dir, cpu, threads=1, system=None):
+    """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule (an AutoMCL work
+    dir: of the operator's dense form)."""
+    if system is None:
+        system = "automcl" if os.path.exists(os.path.join(work_dir, AUTOMCL_FILE)) else "tvm_ttile"
+    return get_system(system).best_module(operator, work_dir, cpu, threads)
 
 
 def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSettings = MeasureSettings()) -> list:
@@ -191,23 +269,7 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
 def in_process_timers(entries, operator, cpu, threads=1, settings: MeasureSettings = MeasureSettings()) -> list:
     """One callable per (system, work_dir or None) entry, each returning one timing in seconds (median of
     `settings.repeat`) of that system's best in this process; tuned kernels are built once, here."""
-    import tvm
-
-    target = cpu.target(threads)
-    timers = []
-    for system, work_dir in entries:
-        if system in LIBRARY_SYSTEMS:
-            from .libraries import LIBRARIES
-
-            timers.append(lambda s=system: LIBRARIES[s](operator, threads)[1])
-            continue
-        mod = best_module(operator, work_dir, cpu, threads)
-        lib = build_module(mod, target)  # as tuned: prepacked weights are packed at build time, not timed
-        args = timing_args(mod)
-        f = lib.time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
-                               min_repeat_ms=settings.min_repeat_ms)
-        timers.append(lambda f=f, args=args: statistics.median(f(*args).results))
-    return timers
+    return [get_system(system).timer(operator, cpu, work_dir, threads, settings) for system, work_dir in entries]
 
 
 def work_dir_for(root, system, layer, seed, isa, threads=1):

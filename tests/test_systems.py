@@ -1,0 +1,59 @@
+"""The conformance suite every system of the comparison runs (baselines.SYSTEMS): on a small operator of
+each kind it takes, one verified SystemResult; its best timed again in this process; the kinds it does not
+take refused with one error naming them; its options declared as data and others refused."""
+import pytest
+
+from kernels import conv_kept, matmul_kept
+from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
+from tvm_ttile.errors import TTileError
+from tvm_ttile.operators import Conv2d, Matmul
+
+
+def small(kind, lanes):
+    return {"Conv2d": Conv2d(K=2 * lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv"),
+            "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul")}[kind]
+
+
+@pytest.fixture
+def small_catalog(monkeypatch):
+    from tvm_ttile.microkernels import family
+
+    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_every_system_gives_a_verified_result_and_times_its_best_again(name, host, tmp_path, small_catalog):
+    system = get_system(name)
+    assert system.name == name and system.operators and isinstance(system.options, dict)
+    for kind in system.operators:
+        op = small(kind, host.lanes)
+        work = str(tmp_path / kind) if system.tunes else None
+        try:
+            res = run_system(name, op, host, trials=2, seed=0, work_dir=work, progress=False)
+        except TTileError as e:
+            if "not installed" in str(e):
+                pytest.skip(str(e))
+            raise
+        assert res.system == name and res.operator == op.name and res.verified and res.gflops > 0
+        assert (res.trials > 0) == system.tunes
+        (seconds,) = [t() for t in in_process_timers([(name, work)], op, host)]
+        assert seconds > 0
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_every_system_refuses_what_it_does_not_take_in_one_error(name, host):
+    system = get_system(name)
+    for kind in {"Conv2d", "Matmul"} - set(system.operators):
+        assert not system.handles(small(kind, host.lanes))
+        with pytest.raises(TTileError, match=f"^{name} takes .* operators, not {kind}$"):
+            run_system(name, small(kind, host.lanes), host, trials=1)
+    if "sampler_options" not in system.options:
+        kind = system.operators[0]
+        with pytest.raises(TTileError, match="takes no sampler_options"):
+            run_system(name, small(kind, host.lanes), host, trials=1, sampler_options={"min_reuse": 4})
+
+
+def test_an_unknown_system_names_the_known_ones():
+    with pytest.raises(TTileError, match="unknown system 'autotvm'; choose from tvm_ttile, metaschedule"):
+        get_system("autotvm")
