@@ -22,11 +22,13 @@ def small_catalog(monkeypatch):
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
 
 
-@pytest.mark.parametrize("name", list(SYSTEMS))
-def test_every_system_gives_a_verified_result_and_times_its_best_again(name, host, tmp_path, small_catalog):
+@pytest.mark.parametrize("position,name", list(enumerate(SYSTEMS)))
+def test_every_system_gives_a_verified_result_and_times_its_best_again(position, name, host, tmp_path,
+                                                                       small_catalog):
     system = get_system(name)
     assert system.name == name and system.operators and isinstance(system.options, dict)
-    for kind in system.operators:
+    # One kind of operator per system, taking turns (each kind by several systems), to keep the suite short.
+    for kind in [system.operators[position % len(system.operators)]]:
         op = small(kind, host.lanes)
         work = str(tmp_path / kind) if system.tunes else None
         try:

@@ -296,16 +296,6 @@ def test_prepacked_weights_are_packed_at_build_time_and_not_timed(host, monkeypa
     assert whole[1] == (32, 2 * host.lanes)
 
 
-def test_sampler_options_are_tvm_ttiles_only(host):
-    """Only tvm_ttile has a sampler: another tuner given sampler options refuses them, before tuning anything
-    (compare's pass-through is in the prepack test above)."""
-    from tvm_ttile.baselines import run_system
-    from tvm_ttile.errors import TTileError
-
-    with pytest.raises(TTileError, match="metaschedule takes none"):
-        run_system("metaschedule", Matmul(M=4, N=host.lanes, K=4), host, sampler_options={"weights_first": 1.0})
-
-
 def test_tuning_registers_only_the_cpu_tensor_intrinsics():
     """TuneContext imports tvm.s_tir.tensor_intrin; tuning first registers its CPU modules only (30-65 s saved
     per process), after which MetaSchedule's default CPU space still generates (fresh process: nothing imported)."""
