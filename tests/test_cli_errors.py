@@ -28,6 +28,7 @@ def test_bad_numbers_are_refused_by_the_parser(argv, words, capsys):
     (["tune-model", "tiny_resnet", "--input-shape", "1,x,10"], "--input-shape"),
     (["tune-model", "tiny_resnet", "--input-shape", "1,0,10,10"], "positive"),
     (["tune-model", "tiny_resnet", "--libraries", "nosuchlib"], "nosuchlib"),
+    (["tune-model", "tiny_resnet", "--input-shape", "1,3"], "takes inputs shaped like [1, 3, 32, 32]"),
     (["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--batch", "2"], "--batch"),
     (["tune", "conv2d", "--K", "16", "--C", "8", "--H", "9"], "missing: --W"),
     (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "2", "--R", "3", "--pad", "0"], "empty output"),
@@ -80,3 +81,29 @@ def test_an_unexpected_failure_is_one_line_and_its_traceback_comes_with_verbose(
                    "traceback and report it)"]
     with pytest.raises(RuntimeError):
         cli.main(["peak", "--verbose"])
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_resume_even_through_tvm(capsys, monkeypatch, tmp_path):
+    """A KeyboardInterrupt raised inside TVM's callbacks reaches Python as a RuntimeError: still an interruption."""
+    import os
+    import signal
+
+    from tvm_ttile import tune as tune_mod
+
+    def interrupted_inside_tvm(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)  # the handler main() installed notes it, then raises
+        raise AssertionError("not reached")
+
+    def as_tvm_reports_it(*a, **k):
+        try:
+            interrupted_inside_tvm()
+        except KeyboardInterrupt:
+            raise RuntimeError("") from None
+
+    monkeypatch.setattr(tune_mod, "tune", as_tvm_reports_it)
+    work = tmp_path / "w"
+    assert cli.main(["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--work-dir", str(work)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tvm-ttile: interrupted; every finished measurement is kept in {work}: run the same command "
+                   "again to resume"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

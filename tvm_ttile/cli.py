@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 
 from .errors import TTileError
 
@@ -462,10 +464,36 @@ def make_parser():
     return parser
 
 
+class _Interrupt:
+    """Whether Ctrl-C was pressed: TVM turns a KeyboardInterrupt raised inside its callbacks into a RuntimeError."""
+    seen = False
+
+    @classmethod
+    def handler(cls, signum, frame):
+        cls.seen = True
+        signal.default_int_handler(signum, frame)
+
+
 def main(argv=None) -> int:
     args = make_parser().parse_args(argv)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _Interrupt.handler) if on_main else None
+    _Interrupt.seen = False
     try:
-        return args.func(args)
+        return _run(args)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _run(args) -> int:
+    try:
+        try:
+            return args.func(args)
+        except Exception:
+            if _Interrupt.seen:
+                raise KeyboardInterrupt from None
+            raise
     except TTileError as e:
         print(f"tvm-ttile: error: {e}", file=sys.stderr)
         return 2

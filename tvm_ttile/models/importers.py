@@ -60,6 +60,9 @@ def _from_onnx(model, name, input_shape=None, torch_module=None) -> Network:
     inp = inputs[0]
     dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
     shape = tuple(input_shape) if input_shape else tuple(dims)
+    if input_shape and len(shape) != len(dims):
+        raise TTileError(f"{name}: input {inp.name!r} has {len(dims)} dimensions {dims}; the input shape given has "
+                         f"{len(shape)}: {list(shape)}")
     if None in shape or not shape:
         raise TTileError(f"{name}: input {inp.name!r} has dynamic shape {dims}; pass input_shape (--input-shape)")
     mod = from_onnx(model, shape_dict={inp.name: list(shape)}, keep_params_in_input=False)

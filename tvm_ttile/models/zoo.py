@@ -135,6 +135,9 @@ def to_onnx(name: str, seed: int = 0, input_shape=None):
 
     definition, default_shape = get_model(name)
     shape = tuple(input_shape or default_shape)
+    if len(shape) != len(default_shape) or shape[1] != default_shape[1]:
+        raise TTileError(f"{name} takes inputs shaped like {list(default_shape)} ({len(default_shape)} dimensions, "
+                         f"{default_shape[1]} channels or features); got {list(shape)}")
     b = OnnxBuilder(seed)
     out = definition(b, ("input", shape[1]))
     graph = helper.make_graph(b.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
