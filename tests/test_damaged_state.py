@@ -62,24 +62,25 @@ def tuned_dir(host, tmp_path_factory):
 def test_a_work_dir_with_a_damaged_file_resumes_and_keeps_every_sound_measurement(host, tuned_dir, tmp_path, damage,
                                                                                  caplog):
     from tvm_ttile.metaschedule import open_database
-    from tvm_ttile.tune import CURVE_LOG, SECONDS_FILE, TRIAL_LOG, read_curve, tune
+    from tvm_ttile.tune import read_curve, tune
+    from tvm_ttile.workdir import WorkDir
 
     op, src = tuned_dir
     work = tmp_path / "w"
     shutil.copytree(src, work)
-    records = work / "database_tuning_record.json"
+    records = work / WorkDir.RECORDS
     n_records = len(records.read_text().splitlines())
     if damage == "record":  # the last record cut in the middle, as an interrupted write leaves it
         text = records.read_text()
         records.write_text(text[:len(text) - 40])
     elif damage == "trial_log":
-        with open(work / TRIAL_LOG, "a") as f:
+        with open(work / WorkDir.TRIALS, "a") as f:
             f.write('{"scheme": "[T(2,k)')
     elif damage == "curve":
-        with open(work / CURVE_LOG, "a") as f:
+        with open(work / WorkDir.CURVE, "a") as f:
             f.write('{"seconds": 9')
     else:
-        (work / SECONDS_FILE).write_text("")
+        (work / WorkDir.SECONDS).write_text("")
     kept = n_records - (damage == "record")
     with caplog.at_level(logging.WARNING):
         assert len(open_database(str(work)).get_all_tuning_records()) == kept

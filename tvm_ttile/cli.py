@@ -348,27 +348,41 @@ def _add_cpu_args(p):
     g.add_argument("--target", help='a TVM llvm target as JSON, e.g. \'{"kind":"llvm","mcpu":"x86-64-v3"}\'')
 
 
+def _parents():
+    """The options several commands share, declared once: (output, tuning)."""
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print the result as JSON")
+    output.add_argument("--verbose", action="store_true",
+                        help="MetaSchedule's log while tuning, and the traceback of an unexpected error")
+    tuning = argparse.ArgumentParser(add_help=False)
+    tuning.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
+    tuning.add_argument("--confirm-top", type=_non_negative, metavar="N", help=CONFIRM_HELP)
+    tuning.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of tvm_ttile's sampler, e.g. min_reuse=32, weights_first=0.5, "
+                             "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5)")
+    return output, tuning
+
+
 def make_parser():
     parser = argparse.ArgumentParser(prog="tvm-ttile", description="TTile's structured autotuning space for TVM")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("peak", help="measure (once, then cached) the fp32 peak and memory bandwidth")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
+    output, tuning = _parents()
+    p = sub.add_parser("peak", help="measure (once, then cached) the fp32 peak and memory bandwidth", parents=[output])
     p.add_argument("--rebuild", action="store_true", help="measure again instead of reading the cache")
     p.add_argument("--threads", type=_threads, default=1, help="the peak and memory bandwidth of this many threads")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_peak)
-    p = sub.add_parser("microkernels", help="build (once, then cached) and show the microkernel catalog")
+    p = sub.add_parser("microkernels", help="build (once, then cached) and show the microkernel catalog",
+                       parents=[output])
     p.add_argument("--op", choices=["conv2d", "matmul", "all"], default="all")
     p.add_argument("--rebuild", action="store_true", help="measure every candidate again")
     p.add_argument("--threshold", type=float, default=0.80, help="keep kernels at >= this fraction of peak")
     p.add_argument("--top", type=int, default=15, help="rows of the kept list to print")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
-    p = sub.add_parser("tune", help="tune one conv2d or matmul with random sampling of the structured space")
+    p = sub.add_parser("tune", help="tune one conv2d or matmul with random sampling of the structured space",
+                       parents=[output, tuning])
     p.add_argument("op", choices=["conv2d", "matmul"])
     p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
     for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
@@ -386,49 +400,35 @@ def make_parser():
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP)
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--seed", type=_non_negative, default=0)
-    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
-    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="a sampler option, e.g. min_reuse=32 (ttile: fewest reduction steps per microkernel call)")
     p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
                    help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", type=_dir, help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", type=_host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
-    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
-                   help=CONFIRM_HELP)
-    p.add_argument("--json", action="store_true")
     p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
-    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log, and tracebacks of unexpected errors")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it")
+    p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it",
+                       parents=[output, tuning])
     p.add_argument("model", help="resnet18, darknet19, tiny_resnet, mlp, or a path to an .onnx file")
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
-    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="an option of the ttile sampler for every conv2d/matmul task, e.g. min_reuse=32 (default "
-                        "weights_first=0.5 and reduction_inner=0.5; both =0 give the paper's draw)")
     p.add_argument("--other-trials", type=int, default=16,
                    help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
-    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--work-dir", type=_dir, help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's log, and tracebacks of unexpected errors")
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")
     p.add_argument("--cache-flush", action="store_true",
                    help="time tvm_ttile's candidates with the CPU caches flushed, as a layer meets its weights in the "
                         "network (the report's per-task times then predict the in-network ones)")
-    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
-                   help=CONFIRM_HELP)
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.set_defaults(func=cmd_tune_model)
@@ -436,7 +436,8 @@ def make_parser():
     from .baselines import SYSTEMS
     from .compare import DEFAULT_SYSTEMS
 
-    p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side")
+    p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side",
+                       parents=[output, tuning])
     g = p.add_mutually_exclusive_group()
     g.add_argument("--layers", default="ResNet18-2,Yolo9000-12", help="named layers, comma separated")
     g.add_argument("--shapes", metavar="FILE", help='a JSON file of your own shapes: {"layers": [{"name": "my-conv", '
@@ -450,16 +451,9 @@ def make_parser():
     p.add_argument("--baseline-seeds", type=int, help="seeds for the TVM baselines (default: --seeds)")
     p.add_argument("--retime-rounds", type=int, default=3,
                    help="round-robin rounds timing every best side by side after tuning (0: no re-timing)")
-    p.add_argument("--threads", type=_threads, default=1, help=THREADS_HELP)
     p.add_argument("--out", type=_dir, default="compare", help="results directory (resumes from its work/ databases)")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP + "; AutoMCL's computes still pack in the "
                    "timed function, as in its paper, and libraries pack on every call")
-    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="an option of tvm_ttile's ttile sampler, e.g. weights_first=0.5")
-    p.add_argument("--confirm-top", type=_non_negative, metavar="N",
-                   help=CONFIRM_HELP)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--verbose", action="store_true", help="tracebacks of unexpected errors")
     p.set_defaults(func=cmd_compare)
     return parser
 

@@ -26,9 +26,9 @@ from tvm_ffi import structural_equal
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, measure_modules
 from .progress import Progress, Silent
-from .workdir import append_journal, read_journal
+from .workdir import WorkDir, append_journal, read_journal
 
-CONFIRM_LOG = "confirmed.jsonl"
+CONFIRM_LOG = WorkDir.CONFIRMED
 FAILED = 1e10  # MetaSchedule's run time of a failed candidate
 
 

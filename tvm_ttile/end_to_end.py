@@ -20,6 +20,7 @@ from . import cpu as cpu_mod
 from . import network as nw
 from .errors import TTileError
 from .isolated import IsolatedTimer, Saved
+from .workdir import WorkDir
 from .measure import MeasureSettings
 from .samplers import options_text
 
@@ -127,9 +128,9 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "in_network": _in_network(tuned.tasks, inside)}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
-    with open(os.path.join(work_dir, "report.json"), "w") as f:
+    with open(WorkDir(work_dir).report_json, "w") as f:
         json.dump(report, f, indent=1)
-    with open(os.path.join(work_dir, "report.md"), "w") as f:
+    with open(WorkDir(work_dir).report_md, "w") as f:
         f.write(format_report(report))
     return report
 

@@ -24,7 +24,7 @@ from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
 from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
 from .scheme import Scheme
 from .space import Space
-from .workdir import append_journal, repair_database
+from .workdir import WorkDir, append_journal, repair_database
 
 
 def cpu_tensor_intrinsics_only() -> bool:
@@ -209,8 +209,7 @@ _NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
 def register_intrinsics_in(work_dir: str) -> list:
     """Register every tvm_ttile intrinsic that the database files in `work_dir` mention."""
     names = set()
-    for fname in ("database_tuning_record.json", "database_workload.json"):
-        path = os.path.join(work_dir, fname)
+    for path in (WorkDir(work_dir).records, WorkDir(work_dir).workloads):
         if os.path.exists(path):
             with open(path) as f:
                 names.update(_NAME_IN_JSON.findall(f.read()))

@@ -30,7 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
 from .errors import TTileError
-from .workdir import claim, work_key
+from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
                            ttile_problem)
@@ -172,7 +172,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32})."""
     from .microkernels.catalog import build_catalog
     from .measure import default_builder, default_runner
-    from .tune import TRIAL_LOG, run_tuner
+    from .tune import run_tuner
 
     if dense not in DENSE_POLICIES:
         raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
@@ -204,7 +204,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         os.makedirs(task_dir, exist_ok=True)
         before = _records(database, task.mod)
-        asked_file = os.path.join(task_dir, "asked.json")
+        asked_file = WorkDir(task_dir).asked
         asked = 0
         if os.path.exists(asked_file):
             with open(asked_file) as f:
@@ -218,7 +218,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             twins = twins_of.setdefault(problem, [])
             first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
             strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
-                                   threads=threads, trial_log=os.path.join(task_dir, TRIAL_LOG), first=first,
+                                   threads=threads, trial_log=WorkDir(task_dir).trials, first=first,
                                    sampler_options=network_sampler_options(sampler_options))
             twins.append(task.mod)
             per_iter = 10
@@ -242,7 +242,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     if failed and len(failed) == sum(r.policy != "metaschedule" for r in results):
         raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
                          f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {work_dir}/tasks/*/"
-                         f"{TRIAL_LOG}. No untuned build is reported as a result")
+                         f"{WorkDir.TRIALS}. No untuned build is reported as a result")
     return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu, threads=threads)["peak_gflops"],
                              threads)
 

@@ -34,7 +34,7 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
 from .operators import run_against_reference
 from .progress import Progress
 from .scheme import Scheme
-from .workdir import append_journal, claim, read_journal, work_key
+from .workdir import WorkDir, append_journal, claim, read_journal, work_key
 
 
 @derived_object
@@ -110,7 +110,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     database = open_database(work_dir)
     before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
     todo = max(trials - before, 0)
-    trial_log = os.path.join(work_dir, TRIAL_LOG)
+    trial_log = WorkDir(work_dir).trials
     fallback = ()
     if kept is None:  # the CPU's catalog, measured now if it is not cached (its own progress bar)
         from .microkernels.catalog import build_catalog
@@ -145,7 +145,7 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
         prepare_logging(verbose)
         builder, runner = builder or default_builder(settings), runner or default_runner(settings, threads)
         bar = Progress(todo, label) if progress else None
-        recorder = CurveCallback(os.path.join(work_dir, CURVE_LOG), flops, start - offset, bar)
+        recorder = CurveCallback(WorkDir(work_dir).curve, flops, start - offset, bar)
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,
                     builder=builder, runner=runner, database=database, cost_model=cost_model,
@@ -158,22 +158,15 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
     return add_tuning_seconds(work_dir, time.time() - start), database
 
 
-CURVE_LOG = "curve.jsonl"
-
-
 def read_curve(work_dir: str) -> list:
     """[(trial, seconds, gflops or None)] of every measured candidate in work_dir, in measurement order."""
-    rows = read_journal(os.path.join(work_dir, CURVE_LOG))
+    rows = read_journal(WorkDir(work_dir).curve)
     return [(i + 1, r["seconds"], r["gflops"]) for i, r in enumerate(rows)]
-
-
-TRIAL_LOG = "ttile_trials.jsonl"
-SECONDS_FILE = "ttile_tuning_seconds.json"
 
 
 def add_tuning_seconds(work_dir: str, seconds: float) -> float:
     """Tuning wall time summed over every run in work_dir, so a resumed run reports the whole cost."""
-    path = os.path.join(work_dir, SECONDS_FILE)
+    path = WorkDir(work_dir).seconds
     total = seconds
     if os.path.exists(path):
         held = read_json(Path(path))
@@ -182,7 +175,7 @@ def add_tuning_seconds(work_dir: str, seconds: float) -> float:
         else:  # damaged: the curve log's last row holds the tuning seconds up to its last measurement
             before = max((r[1] for r in read_curve(work_dir)), default=0.0)
             logging.getLogger(__name__).warning("%s is damaged: tuning seconds so far taken from %s (%.0f s)", path,
-                                                CURVE_LOG, before)
+                                                WorkDir.CURVE, before)
             total += before
     write_json(Path(path), {"seconds": total})
     return total

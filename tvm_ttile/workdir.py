@@ -1,20 +1,55 @@
-"""What a work directory's timings depend on, written beside them, so they are never reused under other
-conditions: the target (ISA, mcpu, cores), the thread count, and the measurement settings that change a timing.
+"""A work directory: every file tvm_ttile keeps in it (WorkDir, the one owner of their names), what its timings
+depend on, written beside them so they are never reused under other conditions (the target: ISA, mcpu, cores;
+the thread count; the measurement settings that change a timing), and files that survive faults (JSON-lines
+journals and the MetaSchedule database read past damaged lines).
 
     claim(work_dir, work_key(target, threads, settings))   # before reading or adding records
+    WorkDir(work_dir).curve                                # its curve log's path
 
 A work dir tuned at 1 thread and asked for 2 threads (or another target) refuses with one line naming both;
 a work dir from a tvm_ttile that wrote no key is adopted, with a warning.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 
 from .errors import TTileError
 
-KEY_FILE = "tvm_ttile_key.json"
+
+@dataclasses.dataclass(frozen=True)
+class WorkDir:
+    """A work directory and the path of every file kept in it, by what the file is."""
+    path: str
+
+    KEY = "tvm_ttile_key.json"  # what its timings depend on (claim)
+    CURVE = "curve.jsonl"  # every measured candidate, in order: tuning seconds so far, GFLOPS
+    TRIALS = "ttile_trials.jsonl"  # every drawn scheme: its lowering error or notes
+    SECONDS = "ttile_tuning_seconds.json"  # tuning wall time summed over every run
+    CONFIRMED = "confirmed.jsonl"  # records re-timed together after tuning, and what they replaced
+    ASKED = "asked.json"  # a finished run's budget, so that failed trials are not redone
+    AUTOMCL = "automcl.json"  # AutoMCL's result (baselines.AutoMCL)
+    REPORT_JSON, REPORT_MD = "report.json", "report.md"  # tune-model's report
+    WORKLOADS, RECORDS = "database_workload.json", "database_tuning_record.json"  # MetaSchedule's database
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    key = property(lambda self: self.file(self.KEY))
+    curve = property(lambda self: self.file(self.CURVE))
+    trials = property(lambda self: self.file(self.TRIALS))
+    seconds = property(lambda self: self.file(self.SECONDS))
+    confirmed = property(lambda self: self.file(self.CONFIRMED))
+    asked = property(lambda self: self.file(self.ASKED))
+    automcl = property(lambda self: self.file(self.AUTOMCL))
+    report_json = property(lambda self: self.file(self.REPORT_JSON))
+    report_md = property(lambda self: self.file(self.REPORT_MD))
+    workloads = property(lambda self: self.file(self.WORKLOADS))
+    records = property(lambda self: self.file(self.RECORDS))
+
+
 # The settings fields that change what a timing means (not how many candidates are re-timed, or build workers).
 TIMING_FIELDS = ("number", "repeat", "min_repeat_ms", "cache_flush")
 
@@ -54,7 +89,7 @@ def claim(work_dir: str, key: dict) -> None:
     in the target, the thread count or (when both name them) the timing settings."""
     check_dir(work_dir)
     os.makedirs(work_dir, exist_ok=True)
-    path = os.path.join(work_dir, KEY_FILE)
+    path = WorkDir(work_dir).key
     if os.path.exists(path):
         try:
             with open(path) as f:
@@ -70,7 +105,7 @@ def claim(work_dir: str, key: dict) -> None:
         return
     if any(name.startswith("database_") for name in os.listdir(work_dir)):
         logging.getLogger(__name__).warning("work dir %s has records but no %s (an older tvm_ttile): taken to be for "
-                                            "%s", work_dir, KEY_FILE, describe(key))
+                                            "%s", work_dir, WorkDir.KEY, describe(key))
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(key, f, indent=1)
@@ -113,8 +148,7 @@ def repair_database(work_dir: str) -> int:
     workload and record files are moved to `<file>.damaged` (kept, not lost) with a warning naming file and
     line; records of a damaged workload go with it and the other records' workload indices are renumbered.
     Returns the number of lines moved (0: the database was sound; then nothing is rewritten)."""
-    wl_path = os.path.join(work_dir, "database_workload.json")
-    rec_path = os.path.join(work_dir, "database_tuning_record.json")
+    wl_path, rec_path = WorkDir(work_dir).workloads, WorkDir(work_dir).records
     workloads, bad_workloads, damaged = [], set(), {wl_path: [], rec_path: []}
     for i, line in enumerate(_lines(wl_path)):
         if _parses(line, lambda v: isinstance(v, list) and len(v) == 2):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import TTileError
 from ..measure import MeasureSettings, build_module, timing_args
+from ..workdir import WorkDir
 
 @dataclasses.dataclass
 class SystemResult:
@@ -130,7 +131,7 @@ class TVMPolicy(System):
                             err, _best_so_far(curve), threads, f"tvm {tvm.__version__}")
 
 
-AUTOMCL_FILE = "automcl.json"
+AUTOMCL_FILE = WorkDir.AUTOMCL
 
 
 class AutoMCL(System):
@@ -146,7 +147,7 @@ class AutoMCL(System):
 
         from ..automcl.tune import tune_automcl
 
-        path = os.path.join(work_dir, AUTOMCL_FILE)
+        path = WorkDir(work_dir).automcl
         saved = None
         if os.path.exists(path):
             with open(path) as f:
@@ -170,7 +171,7 @@ class AutoMCL(System):
 
         from ..automcl.computes import schedule
 
-        with open(os.path.join(work_dir, AUTOMCL_FILE)) as f:
+        with open(WorkDir(work_dir).automcl) as f:
             saved = json.load(f)
         return schedule(saved["compute"], operator.M, operator.N, operator.K, tuple(saved["config"]))
 
@@ -250,7 +251,7 @@ def best_module(operator, work_dir, cpu, threads=1, system=None):
     """The best measured schedule of `operator` in a tuner's work_dir, as a scheduled IRModule (an AutoMCL work
     dir: of the operator's dense form)."""
     if system is None:
-        system = "automcl" if os.path.exists(os.path.join(work_dir, AUTOMCL_FILE)) else "tvm_ttile"
+        system = "automcl" if os.path.exists(WorkDir(work_dir).automcl) else "tvm_ttile"
     return get_system(system).best_module(operator, work_dir, cpu, threads)
 
 

@@ -50,14 +50,14 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     from ..network import fuse
     from ..tune import add_tuning_seconds
 
-    from ..workdir import claim, work_key
+    from ..workdir import WorkDir, claim, work_key
 
     settings = settings or MeasureSettings()
     target = cpu.target(threads)
     claim(work_dir, work_key(target, threads, settings))
     database = open_database(work_dir)
     done = len(database.get_all_tuning_records())
-    asked_file = os.path.join(work_dir, "asked.json")  # a finished run's budget: failed trials are not redone
+    asked_file = WorkDir(work_dir).asked  # a finished run's budget: failed trials are not redone
     if os.path.exists(asked_file):
         with open(asked_file) as f:
             done = max(done, json.load(f)["trials"])
