@@ -8,6 +8,8 @@ os.environ["TVM_TTILE_CACHE"] = tempfile.mkdtemp(prefix="tvm_ttile_test_cache_")
 # Re-timing the fastest candidates after tuning (confirm.py) costs a build and 15 runs per tuning call: off
 # unless a test asks for it (MeasureSettings(confirm_top=5), --confirm-top 5).
 os.environ["TVM_TTILE_CONFIRM_TOP"] = "0"
+# Whole networks are timed in a fresh process per system and round (isolated.py): one round in tests.
+os.environ["TVM_TTILE_LATENCY_ROUNDS"] = "1"
 
 
 @pytest.fixture(scope="session")

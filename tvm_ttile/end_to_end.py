@@ -28,6 +28,14 @@ TOLERANCE = 1e-3  # float32 networks summed in different orders
 ROUNDS, REPEATS = 3, 5  # processes per system, repeats in each
 
 
+def latency_rounds() -> int:
+    """ROUNDS, or $TVM_TTILE_LATENCY_ROUNDS (e.g. 1 for quick runs: the tests)."""
+    value = os.environ.get("TVM_TTILE_LATENCY_ROUNDS", str(ROUNDS))
+    if not value.isdigit() or int(value) < 1:
+        raise TTileError(f"TVM_TTILE_LATENCY_ROUNDS must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
                prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None, confirm_top=None) -> dict:
@@ -104,7 +112,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                 continue
             timer.add(lib, Saved.onnx(net.onnx_model, net.input_name, tmp) if lib == "onnxruntime" else
                       Saved.torch(net.torch_module, x, tmp))
-        latencies = timer.run(ROUNDS, REPEATS)
+        rounds = latency_rounds()
+        latencies = timer.run(rounds, REPEATS)
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
     checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
@@ -125,7 +134,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "correct": all(err <= TOLERANCE * scale for err in checks.values()) and all(t.verified for t in tuned.tasks
                                                                                    if t.trials),
         "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
-        "in_network": _in_network(tuned.tasks, inside)}
+        "in_network": _in_network(tuned.tasks, inside), "latency_rounds": rounds}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
     with open(WorkDir(work_dir).report_json, "w") as f:
@@ -190,7 +199,7 @@ def format_report(r) -> str:
                       f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
                       f"{total * 1e3:.2f} ms."]
     lines += ["",
-              f"End-to-end latency (ms; each system timed in a process of its own, {ROUNDS} round-robin rounds of {REPEATS} repeats):", "",
+              f"End-to-end latency (ms; each system timed in a process of its own, {r.get('latency_rounds', ROUNDS)} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
     mine = r["latency"]["tvm_ttile"]["median_ms"]
     for name, lat in r["latency"].items():
