@@ -33,7 +33,7 @@ from .errors import TTileError
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
-                           ttile_problem)
+                           records_of, ttile_problem)
 
 
 @relax.expr_functor.mutator
@@ -248,7 +248,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
 
 
 def _records(database, mod):
-    return database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
+    return records_of(database, mod)
 
 
 def _task_result(task, database, target, tuning_seconds) -> TaskResult:

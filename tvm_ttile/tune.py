@@ -30,7 +30,7 @@ from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, default_builder, default_runner
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsics_only, open_database,
-                           prepare_logging)
+                           prepare_logging, records_of)
 from .operators import run_against_reference
 from .progress import Progress
 from .scheme import Scheme
@@ -108,7 +108,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     claim(work_dir, work_key(target, threads, settings))  # before any measuring: refuse a work dir of other threads
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
-    before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
+    before = len(records_of(database, mod))
     todo = max(trials - before, 0)
     trial_log = WorkDir(work_dir).trials
     fallback = ()
@@ -211,7 +211,7 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
 
 def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
     peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]  # measured at this thread count
-    records = database.get_top_k(database.commit_workload(mod), 10**6) if database.has_workload(mod) else []
+    records = records_of(database, mod)
     history, notes = measured_history(database, mod, operator.flops, trial_log)
     failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]
     history = [h for h in history if not (h[2] and h[2].startswith("lowering"))]

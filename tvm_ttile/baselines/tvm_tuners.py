@@ -6,7 +6,7 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from ..metaschedule import open_database
+from ..metaschedule import open_database, records_of
 from ..tune import run_tuner
 from .templates import template_for
 
@@ -24,7 +24,7 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     target = cpu.target(threads)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
-    before = len(database.get_top_k(database.commit_workload(mod), 10**6)) if database.has_workload(mod) else 0
+    before = len(records_of(database, mod))
     space, strategy, cost_model = POLICIES[system](mod)
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space, strategy=strategy,

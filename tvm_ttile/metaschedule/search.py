@@ -1,86 +1,21 @@
-"""MetaSchedule plug-ins: hand these to `tvm.s_tir.meta_schedule.tune_tir(...)` (or tune_relax).
-
-    ms.tune_tir(mod, target, work_dir, max_trials_global=50,
-                space=TTileSpaceGenerator(), strategy=TTileSearch(sampler="ttile", seed=0),
-                builder=ms.builder.LocalBuilder(f_build=tvm_ttile.measure.build_module), ...)
-
-The space generator hands over the unscheduled function; the structure lives in the strategy, which draws
-schemes from the structured space, lowers each on a MetaSchedule Schedule (so the trace records it) and
-returns them as measure candidates. Records are ordinary MetaSchedule records; open a database with
-`open_database` so that the tvm_ttile intrinsics its traces use are registered first.
-"""
+"""The search strategy: random sampling of the structured space, each drawn scheme lowered on a MetaSchedule
+Schedule (so the trace records it) and handed over as a measure candidate; tasks that are not tvm_ttile's go to
+MetaSchedule's evolutionary search, with a warning."""
 from __future__ import annotations
 
 import logging
-import os
-import re
 
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate, PySearchStrategy
-from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
 
-from .lowering import lower, problem_of, register_by_name, scheme_of_schedule
-from .scheme import Scheme
-from .space import Space
-from .workdir import WorkDir, append_journal, repair_database
-
-
-def cpu_tensor_intrinsics_only() -> bool:
-    """Make `import tvm.s_tir.tensor_intrin` (which every TuneContext does) register the CPU intrinsics only.
-
-    The package's __init__ parses every target's TVMScript intrinsics: 30-65 s here, CUDA's about two thirds,
-    paid once per tuning process (ENVIRONMENT.md). Registered in its place: the package without its __init__,
-    plus its x86, arm_cpu and riscv_cpu modules (about 3 s), all MetaSchedule's CPU rules use. Other targets'
-    modules still import by name (`import tvm.s_tir.tensor_intrin.cuda`). Does nothing, and returns False, when
-    the package is already imported."""
-    import importlib
-    import importlib.util
-    import sys
-
-    import tvm.s_tir
-
-    name = "tvm.s_tir.tensor_intrin"
-    if name in sys.modules:
-        return False
-    package = importlib.util.module_from_spec(importlib.util.find_spec(name))
-    sys.modules[name] = tvm.s_tir.tensor_intrin = package
-    for sub in ("x86", "arm_cpu", "riscv_cpu"):
-        importlib.import_module(f"{name}.{sub}")
-    return True
-
-
-def ttile_problem(mod, target):
-    """(Problem, None) when tvm_ttile can tune `mod` (a conv2d_nhwc or matmul block, e.g. a Relax task),
-    else (None, the reason)."""
-    from .cpu import from_target
-    from .errors import TTileError
-
-    cpu = from_target(target)
-    try:
-        return problem_of(mod["main"], cpu.isa.name, cpu.lanes), None
-    except TTileError as e:
-        return None, str(e)
-
-
-@derived_object
-class TTileSpaceGenerator(PySpaceGenerator):
-    """The design space is the unscheduled function: TTile's structure is drawn by TTileSearch. For whole
-    networks (tune_relax) keep MetaSchedule's default post-order-apply space instead: TTileSearch ignores the
-    design spaces of tvm_ttile tasks, and the other tasks' evolutionary search needs that space's rules."""
-
-    def __init__(self):
-        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
-
-    def _initialize_with_tune_context(self, context) -> None:
-        pass
-
-    def generate_design_space(self, mod):
-        return [tvm.s_tir.Schedule(mod)]
-
-    def clone(self):
-        return TTileSpaceGenerator()
+from ..lowering import lower
+from ..scheme import Scheme
+from ..space import Space
+from ..workdir import append_journal
+from .database import measured_schemes
+from .space import ttile_problem
 
 
 @derived_object
@@ -98,14 +33,14 @@ class TTileSearch(PySearchStrategy):
         self.first = list(first)
         self.fallback = list(fallback)  # measured microkernels below the threshold, best first
         self.sampler_options = dict(sampler_options or {})
-        from .samplers import make_sampler
+        from ..samplers import make_sampler
 
         make_sampler(sampler, seed, **self.sampler_options)  # a bad name fails here, not inside MetaSchedule's C++
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
 
     def _initialize_with_tune_context(self, context) -> None:
-        from .cpu import from_target
+        from ..cpu import from_target
 
         self.mod = context.mod
         self.target = context.target
@@ -115,7 +50,7 @@ class TTileSearch(PySearchStrategy):
         self.problem, reason = ttile_problem(context.mod, context.target)
         self.delegate = None
         if self.problem is None:  # not a tvm_ttile task: MetaSchedule's evolutionary search, reported
-            from .errors import TTileError
+            from ..errors import TTileError
 
             if not context.space_generator.postprocs:
                 raise TTileError(f"task {context.task_name} is not a conv2d/matmul task ({reason}); TTileSearch hands "
@@ -127,8 +62,8 @@ class TTileSearch(PySearchStrategy):
             self.delegate._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
-        from .microkernels.catalog import build_catalog
-        from .samplers import make_sampler
+        from ..microkernels.catalog import build_catalog
+        from ..samplers import make_sampler
 
         if self.delegate is not None:
             return self.delegate.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database,
@@ -190,63 +125,3 @@ class TTileSearch(PySearchStrategy):
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
                            self.fallback, self.sampler_options, self.first)
-
-
-def prepare_logging(verbose: bool = False) -> None:
-    """MetaSchedule's console log at WARNING (INFO with verbose); its per-trial log still goes to work_dir/logs.
-    Also drops unnamed handlers from its logger: tune_tir's dictConfig lists handlers by name and fails on a
-    second call in a process where one has none (seen under pytest)."""
-    logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    for handler in list(logger.handlers):
-        if handler.get_name() is None:
-            logger.removeHandler(handler)
-
-
-_NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
-
-
-def register_intrinsics_in(work_dir: str) -> list:
-    """Register every tvm_ttile intrinsic that the database files in `work_dir` mention."""
-    names = set()
-    for path in (WorkDir(work_dir).records, WorkDir(work_dir).workloads):
-        if os.path.exists(path):
-            with open(path) as f:
-                names.update(_NAME_IN_JSON.findall(f.read()))
-    for name in sorted(names):
-        register_by_name(name)
-    return sorted(names)
-
-
-def best_schedule(database, mod):
-    """(Schedule, record) of the fastest measured record of `mod` in `database`, or None when it has none."""
-    if not database.has_workload(mod):
-        return None
-    records = database.get_top_k(database.commit_workload(mod), 1)
-    if not records:
-        return None
-    sch = tvm.s_tir.Schedule(mod)
-    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch, records[0]
-
-
-def measured_schemes(database, mod, k: int = 10**6) -> list:
-    """The schemes of `mod`'s records in `database`, fastest first (at most k)."""
-    if database is None or not database.has_workload(mod):
-        return []
-    out = []
-    for rec in database.get_top_k(database.commit_workload(mod), k):
-        sch = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        text = scheme_of_schedule(sch)
-        if text is not None:  # (a record of another tuner of the same workload has no scheme)
-            out.append(text)
-    return out
-
-
-def open_database(work_dir: str):
-    """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
-    os.makedirs(work_dir, exist_ok=True)
-    repair_database(work_dir)  # damaged lines (an interrupted write) are set aside with a warning, not fatal
-    register_intrinsics_in(work_dir)
-    return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")

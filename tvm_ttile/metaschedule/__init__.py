@@ -1,0 +1,22 @@
+"""MetaSchedule plug-ins: hand these to `tvm.s_tir.meta_schedule.tune_tir(...)` (or tune_relax).
+
+    ms.tune_tir(mod, target, work_dir, max_trials_global=50,
+                space=TTileSpaceGenerator(), strategy=TTileSearch(sampler="ttile", seed=0),
+                builder=ms.builder.LocalBuilder(f_build=tvm_ttile.measure.build_module), ...)
+
+The space generator hands over the unscheduled function; the structure lives in the strategy, which draws
+schemes from the structured space, lowers each on a MetaSchedule Schedule (so the trace records it) and
+returns them as measure candidates. Records are ordinary MetaSchedule records; open a database with
+`open_database` so that the tvm_ttile intrinsics its traces use are registered first.
+
+The package, one module per concept: space.py (the space generator and which tasks are tvm_ttile's),
+search.py (the search strategy), database.py (opening a database, the records of a workload, the best one),
+environment.py (what a tuning process sets up first: CPU intrinsics only, MetaSchedule's log level).
+"""
+from .database import best_schedule, measured_schemes, open_database, records_of, register_intrinsics_in
+from .environment import cpu_tensor_intrinsics_only, prepare_logging
+from .search import TTileSearch
+from .space import TTileSpaceGenerator, ttile_problem
+
+__all__ = ["TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "measured_schemes",
+           "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]

@@ -1,0 +1,64 @@
+"""MetaSchedule JSON databases: opened with their tvm_ttile intrinsics registered and damaged lines set aside;
+the records of one workload, fastest first; the best one as a Schedule; the schemes measured."""
+from __future__ import annotations
+
+import os
+import re
+
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+from ..lowering import register_by_name, scheme_of_schedule
+from ..workdir import WorkDir, repair_database
+
+
+def records_of(database, mod, k: int = 10**6) -> list:
+    """The `k` fastest tuning records of `mod` in `database` (none when it never saw the workload)."""
+    if database is None or not database.has_workload(mod):
+        return []
+    return list(database.get_top_k(database.commit_workload(mod), k))
+
+
+_NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
+
+
+def register_intrinsics_in(work_dir: str) -> list:
+    """Register every tvm_ttile intrinsic that the database files in `work_dir` mention."""
+    names = set()
+    for path in (WorkDir(work_dir).records, WorkDir(work_dir).workloads):
+        if os.path.exists(path):
+            with open(path) as f:
+                names.update(_NAME_IN_JSON.findall(f.read()))
+    for name in sorted(names):
+        register_by_name(name)
+    return sorted(names)
+
+
+def best_schedule(database, mod):
+    """(Schedule, record) of the fastest measured record of `mod` in `database`, or None when it has none."""
+    records = records_of(database, mod, 1)
+    if not records:
+        return None
+    sch = tvm.s_tir.Schedule(mod)
+    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch, records[0]
+
+
+def measured_schemes(database, mod, k: int = 10**6) -> list:
+    """The schemes of `mod`'s records in `database`, fastest first (at most k)."""
+    out = []
+    for rec in records_of(database, mod, k):
+        sch = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        text = scheme_of_schedule(sch)
+        if text is not None:  # (a record of another tuner of the same workload has no scheme)
+            out.append(text)
+    return out
+
+
+def open_database(work_dir: str):
+    """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
+    os.makedirs(work_dir, exist_ok=True)
+    repair_database(work_dir)  # damaged lines (an interrupted write) are set aside with a warning, not fatal
+    register_intrinsics_in(work_dir)
+    return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")

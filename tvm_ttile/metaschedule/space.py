@@ -1,0 +1,40 @@
+"""The design space handed to MetaSchedule, and which tasks are tvm_ttile's (conv2d / matmul blocks)."""
+from __future__ import annotations
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.space_generator import PySpaceGenerator
+
+from ..lowering import problem_of
+
+
+def ttile_problem(mod, target):
+    """(Problem, None) when tvm_ttile can tune `mod` (a conv2d_nhwc or matmul block, e.g. a Relax task),
+    else (None, the reason)."""
+    from ..cpu import from_target
+    from ..errors import TTileError
+
+    cpu = from_target(target)
+    try:
+        return problem_of(mod["main"], cpu.isa.name, cpu.lanes), None
+    except TTileError as e:
+        return None, str(e)
+
+
+@derived_object
+class TTileSpaceGenerator(PySpaceGenerator):
+    """The design space is the unscheduled function: TTile's structure is drawn by TTileSearch. For whole
+    networks (tune_relax) keep MetaSchedule's default post-order-apply space instead: TTileSearch ignores the
+    design spaces of tvm_ttile tasks, and the other tasks' evolutionary search needs that space's rules."""
+
+    def __init__(self):
+        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
+
+    def _initialize_with_tune_context(self, context) -> None:
+        pass
+
+    def generate_design_space(self, mod):
+        return [tvm.s_tir.Schedule(mod)]
+
+    def clone(self):
+        return TTileSpaceGenerator()
