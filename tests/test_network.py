@@ -198,15 +198,15 @@ def test_tune_model_at_two_threads_tunes_every_task_with_parallel_schemes(small_
 
 
 def test_a_network_whose_tasks_all_fail_is_an_error(small_catalog, tmp_path, monkeypatch):
-    from tvm_ttile import metaschedule
     from tvm_ttile import network as nw
     from tvm_ttile.errors import TTileError
+    from tvm_ttile.metaschedule import search
     from tvm_ttile.models.importers import load_model
 
     def broken(*args, **kwargs):
         raise RuntimeError("ScheduleError: a lowering that always fails")
 
-    monkeypatch.setattr(metaschedule, "lower", broken)
+    monkeypatch.setattr(search, "lower", broken)
     mod = nw.prepare(load_model("tiny_resnet").mod)
     with pytest.raises(TTileError, match="every conv2d/matmul task failed"):
         nw.tune_network(mod, work_dir=str(tmp_path / "w"), trials_per_task=2, other_trials=0, progress=False)
