@@ -32,7 +32,7 @@ TAILN=4 run tvm-ttile tune matmul --M 32 --N 32 --K 32 --trials 4 --work-dir w1
 echo "\$ tvm-ttile tune matmul --M 64 --N 64 --K 64 --trials 200 --work-dir w2   (Ctrl-C after 25 s)"
 timeout -s INT 25 tvm-ttile tune matmul --M 64 --N 64 --K 64 --trials 200 --work-dir w2 2>&1 >/dev/null | grep "^tvm-ttile" | tail -1
 echo "  -> records kept: $(wc -l < w2/database_tuning_record.json); the same command again:"
-timeout -s INT 12 tvm-ttile tune matmul --M 64 --N 64 --K 64 --trials 200 --work-dir w2 2>&1 | tr '\r' '\n' | grep "^tuning" | head -1
+timeout -s INT 25 tvm-ttile tune matmul --M 64 --N 64 --K 64 --trials 200 --work-dir w2 2>&1 | tr '\r' '\n' | grep "^tuning" | head -1
 export TVM_TTILE_CACHE=$DIR/freshcache
 (tvm-ttile peak --json > p1.json 2> p1.err &) ; tvm-ttile peak --json > p2.json 2> p2.err; sleep 2; while pgrep -f "tvm-ttile peak" > /dev/null; do sleep 1; done
 echo "two first runs together: peaks $(python -c "import json; print(json.load(open('p1.json'))['peak_gflops'], json.load(open('p2.json'))['peak_gflops'])"); $(cat p1.err p2.err | grep -c 'another process is measuring') waited"
