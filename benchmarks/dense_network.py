@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from tvm_ttile import network as nw
-from tvm_ttile.baselines.libraries import onnxruntime_network
+from tvm_ttile.baselines.libraries import onnxruntime_runner
 from tvm_ttile.cpu import detect_host, peak as measured_peak
-from tvm_ttile.end_to_end import TOLERANCE, relax_vm
+from tvm_ttile.end_to_end import TOLERANCE
 from tvm_ttile.isolated import IsolatedTimer, Saved
 from tvm_ttile.models.importers import load_model
 
@@ -43,13 +43,14 @@ def main():
         work = os.path.join(HERE, "work", "dense_network", policy)
         tuned = nw.tune_network(mod, cpu, work, args.trials, other_trials=0, dense=policy)
         ex = nw.build_executable(mod, work, cpu)
-        err = float(np.max(np.abs(nw.run(relax_vm(ex), x) - ref)))
+        err = float(np.max(np.abs(nw.run(nw.vm_of(ex), x) - ref)))
         if err > TOLERANCE * scale:
             sys.exit(f"{policy}: the tuned MLP differs from the untuned build by {err:.3g} (scale {scale:.3g})")
         tasks[policy] = [vars(t) for t in tuned.tasks]
         rows[policy] = {"max_abs_error": err, "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks)}
         timer.add(policy, Saved.tvm(ex, tmp.name, policy))
-    out, _, version = onnxruntime_network(net.onnx_model, net.input_name, x)
+    run, version = onnxruntime_runner(net.onnx_model, net.input_name, x)
+    out = run()
     rows["onnxruntime"] = {"max_abs_error": float(np.max(np.abs(out - ref))), "version": version}
     timer.add("onnxruntime", Saved.onnx(net.onnx_model, net.input_name, tmp.name))
     lat = timer.run(args.rounds)  # round-robin: a disturbed moment hits every system alike

@@ -33,7 +33,7 @@ def main():
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
     from tvm_ttile.baselines import libraries as libs
-    from tvm_ttile.end_to_end import TOLERANCE, relax_vm
+    from tvm_ttile.end_to_end import TOLERANCE
     from tvm_ttile.isolated import IsolatedTimer, Saved
     from tvm_ttile.metaschedule import open_database
     from tvm_ttile.models.importers import load_model
@@ -55,19 +55,16 @@ def main():
     timer, notes = IsolatedTimer(x, args.threads, tmp.name), []
     for label, wd in builds.items():
         ex = nw.build_executable(mod, wd, cpu, args.threads)
-        err = float(np.max(np.abs(nw.run(relax_vm(ex), x) - ref)))
+        err = float(np.max(np.abs(nw.run(nw.vm_of(ex), x) - ref)))
         records = len(open_database(wd).get_all_tuning_records())
         notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}")
         if err > TOLERANCE * scale:
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
         timer.add(label, Saved.tvm(ex, tmp.name, label))
     for lib in filter(None, args.libraries.split(",")):
-        fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, args.threads),
-              "torch": lambda: libs.torch_network(net.torch_module, x, args.threads)}[lib]
-        out, _, version = fn()
-        notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(out - ref))):.2e}")
-        timer.add(lib, Saved.onnx(net.onnx_model, net.input_name, tmp.name) if lib == "onnxruntime" else
-                  Saved.torch(net.torch_module, x, tmp.name))
+        run, version = libs.network_runner(lib, net, x, args.threads)
+        notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(run() - ref))):.2e}")
+        timer.add(lib, Saved.library(lib, net, x, tmp.name))
     ms = timer.run(args.rounds)
     tmp.cleanup()
     ref_lib = next((lib for lib in ("onnxruntime", "torch") if lib in ms), None)

@@ -6,7 +6,6 @@ import pytest
 
 def test_a_build_and_onnx_runtime_are_timed_each_in_its_own_process(tmp_path):
     from tvm_ttile import network as nw
-    from tvm_ttile.end_to_end import relax_vm
     from tvm_ttile.isolated import IsolatedTimer, Saved
     from tvm_ttile.models.importers import load_model
 
@@ -20,7 +19,7 @@ def test_a_build_and_onnx_runtime_are_timed_each_in_its_own_process(tmp_path):
     latencies = timer.run(rounds=2, repeats=3)
     assert {k: len(v) for k, v in latencies.items()} == {"untuned": 6, "onnxruntime": 6}
     assert all(ms > 0 for v in latencies.values() for ms in v)
-    assert nw.run(relax_vm(ex), x).shape == (1, 10)  # the saved executable is the one that ran here
+    assert nw.run(nw.vm_of(ex), x).shape == (1, 10)  # the saved executable is the one that ran here
 
 
 def test_a_system_that_cannot_be_timed_is_one_error_naming_it(tmp_path):

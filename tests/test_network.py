@@ -47,13 +47,13 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
 def test_torch_and_onnx_forms_share_weights():
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
-    from tvm_ttile.baselines.libraries import onnxruntime_network, torch_network
+    from tvm_ttile.baselines.libraries import onnxruntime_runner, torch_runner
     from tvm_ttile.models.importers import load_model
 
     net = load_model("tiny_resnet")
     x = np.random.default_rng(1).standard_normal(net.input_shape).astype(np.float32)
-    a, _, _ = onnxruntime_network(net.onnx_model, net.input_name, x)
-    b, _, _ = torch_network(net.torch_module, x)
+    a = onnxruntime_runner(net.onnx_model, net.input_name, x)[0]()
+    b = torch_runner(net.torch_module, x)[0]()
     assert isinstance(net.torch_module, torch.nn.Module)
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     # The torch frontend path (torch.export -> Relax) gives the same network.

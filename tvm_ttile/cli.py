@@ -113,9 +113,8 @@ def _shape(args):
             raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (or --H and --W) (missing: " +
                              ", ".join("--" + m for m in missing) + ")")
         s = args.S if args.S is not None else args.R
-        pad = args.pad if len(set(args.pad)) > 1 else args.pad[0]
         pad_text = "-".join(map(str, args.pad))
-        return Conv2d(K=args.K, C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=pad,
+        return Conv2d(K=args.K, C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=args.pad,
                       dilation=args.dilation, N=args.batch,
                       name=f"conv2d-K{args.K}-C{args.C}-{h}x{w}-R{args.R}S{s}-s{args.stride}-p{pad_text}"
                            + (f"-batch{args.batch}" if args.batch != 1 else ""))
@@ -444,7 +443,8 @@ def make_parser():
                    '"op": "conv2d", "K": 64, "C": 64, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": [1, 1]}, '
                    '{"name": "my-mm", "op": "matmul", "M": 128, "N": 768, "K": 768}]}')
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                   help=", ".join(SYSTEMS) + " (numpy times matmul layers, oneDNN and ONNX Runtime conv2d ones)")
+                   help=", ".join(name + (f" ({system.operators[0]} only)" if len(system.operators) == 1 else "")
+                                  for name, system in SYSTEMS.items()))
     p.add_argument("--budget", type=int, default=200, help="trials per tuner, layer and seed")
     p.add_argument("--ttile-budget", type=int, help="trials for tvm_ttile (default: --budget)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per tuner (tvm_ttile; baselines too by default)")

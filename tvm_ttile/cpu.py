@@ -187,7 +187,7 @@ def from_target(target) -> CPUModel:
             ) from None
     try:
         tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
-    except Exception as e:  # TVM's own error (unknown kind, bad attribute) with a C++ backtrace: its first line
+    except Exception as e:  # TVM's own error (unknown kind, bad attribute) after a C++ backtrace: its last line
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise UnsupportedISAError(f"TVM does not accept the target {json.dumps(target) if isinstance(target, dict) else target!r}: "
                                   f"{first}; e.g. '{{\"kind\": \"llvm\", \"mcpu\": \"x86-64-v3\"}}'") from None

@@ -57,7 +57,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     executables = {"tvm_ttile": nw.build_executable(mod, work_dir, cpu, threads, prepack)}
-    systems = {"tvm_ttile": relax_vm(executables["tvm_ttile"])}
+    systems = {"tvm_ttile": nw.vm_of(executables["tvm_ttile"])}
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
@@ -92,7 +92,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                                              threads, seed, prepack=prepack,
                                              settings=MeasureSettings().with_confirm_top(confirm_top))
         executables["metaschedule"] = nw.build_executable(mod, db, cpu, threads, prepack)
-        outputs["metaschedule"] = nw.run(relax_vm(executables["metaschedule"]), x)
+        outputs["metaschedule"] = nw.run(nw.vm_of(executables["metaschedule"]), x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
     inside = nw.profile(systems["tvm_ttile"], x)  # where the tuned network's time goes, call by call
     with tempfile.TemporaryDirectory(prefix="tvm_ttile_timing_") as tmp:
@@ -100,18 +100,16 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         for name, ex in executables.items():
             timer.add(name, Saved.tvm(ex, tmp, name))
         for lib in libraries:
-            fn = {"onnxruntime": lambda: libs.onnxruntime_network(net.onnx_model, net.input_name, x, threads),
-                  "torch": lambda: libs.torch_network(net.torch_module, x, threads)}[lib]
             if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
                 notes.append(f"{lib}: no {lib} form of this model; not compared")
                 continue
             try:
-                outputs[lib], _, versions[lib] = fn()
+                run, versions[lib] = libs.network_runner(lib, net, x, threads)
             except ImportError as e:
                 notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
                 continue
-            timer.add(lib, Saved.onnx(net.onnx_model, net.input_name, tmp) if lib == "onnxruntime" else
-                      Saved.torch(net.torch_module, x, tmp))
+            outputs[lib] = run()  # checked here; timed in a process of its own below
+            timer.add(lib, Saved.library(lib, net, x, tmp))
         rounds = latency_rounds()
         latencies = timer.run(rounds, REPEATS)
     ref = outputs["untuned"]
@@ -157,13 +155,6 @@ def _in_network(tasks, inside) -> dict:
     other = {s: c["ms"] for s, c in calls.items() if not s.startswith("vm.")}
     return {"total_ms": inside["total_ms"], "tasks_ms": per_task, "vm_builtins_ms": vm_ms, "other_ms": other,
             "repeats": inside["repeats"]}
-
-
-def relax_vm(executable):
-    import tvm
-    from tvm import relax
-
-    return relax.VirtualMachine(executable, tvm.cpu())
 
 
 def _options_text(r) -> str:

@@ -50,6 +50,13 @@ class Saved:
         return cls("onnxruntime", path, input_name)
 
     @classmethod
+    def library(cls, lib: str, net, x: np.ndarray, directory: str) -> "Saved":
+        """A library ("onnxruntime" or "torch") on a network (models.importers.Network)."""
+        if lib == "onnxruntime":
+            return cls.onnx(net.onnx_model, net.input_name, directory)
+        return cls.torch(net.torch_module, x, directory)
+
+    @classmethod
     def torch(cls, module, x: np.ndarray, directory: str) -> "Saved":
         import torch
 
@@ -91,32 +98,23 @@ class IsolatedTimer:
 def _time_saved(saved: Saved, x: np.ndarray, threads: int, repeats: int) -> list:
     if saved.kind == "tvm":
         import tvm
-        from tvm import relax
 
-        vm = relax.VirtualMachine(tvm.runtime.load_module(saved.path), tvm.cpu())
+        from .network import vm_of
+
+        vm = vm_of(tvm.runtime.load_module(saved.path))
         xt = tvm.runtime.tensor(x, tvm.cpu())
         vm["main"](xt)  # warm-up
         f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=repeats, min_repeat_ms=MIN_REPEAT_MS)
         return [1e3 * s for s in f(xt).results]
-    from .baselines.libraries import _latency_ms
+    from .baselines.libraries import _latency_ms, onnxruntime_runner, torch_runner
 
     if saved.kind == "onnxruntime":
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        sess = ort.InferenceSession(saved.path, so, providers=["CPUExecutionProvider"])
-        return _latency_ms(lambda: sess.run(None, {saved.input_name: x}), repeats, MIN_REPEAT_MS / 1e3)
+        run, _ = onnxruntime_runner(saved.path, saved.input_name, x, threads)
+        return _latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
     if saved.kind == "torch":
         import torch
 
-        torch.set_num_threads(threads)
-        module, xt = torch.export.load(saved.path).module(), torch.from_numpy(x)
-
-        def run():
-            with torch.inference_mode():
-                return module(xt)
-
+        run, _ = torch_runner(torch.export.load(saved.path).module(), x, threads)
         return _latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
     raise ValueError(f"unknown kind of saved system {saved.kind!r}")
 

@@ -203,7 +203,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         os.makedirs(task_dir, exist_ok=True)
-        before = _records(database, task.mod)
+        before = records_of(database, task.mod)
         asked_file = WorkDir(task_dir).asked
         asked = 0
         if os.path.exists(asked_file):
@@ -247,10 +247,6 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                              threads)
 
 
-def _records(database, mod):
-    return records_of(database, mod)
-
-
 def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     best = best_schedule(database, task.mod)
     notes = [] if task.policy == "tvm_ttile" else [task.reason]
@@ -261,7 +257,7 @@ def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
     secs = statistics.median(float(s) for s in record.run_secs)
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
-                      len(_records(database, task.mod)), tuning_seconds, ok, err, notes)
+                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes)
 
 
 def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:
@@ -285,7 +281,12 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
 
 def build_network(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):
     """build_executable(...) in a tvm.relax.VirtualMachine on the CPU."""
-    return relax.VirtualMachine(build_executable(mod, work_dir_or_database, cpu, threads, prepack), tvm.cpu())
+    return vm_of(build_executable(mod, work_dir_or_database, cpu, threads, prepack))
+
+
+def vm_of(executable):
+    """A tvm.relax.VirtualMachine on the CPU running `executable` (built here, or loaded from a library file)."""
+    return relax.VirtualMachine(executable, tvm.cpu())
 
 
 def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):

@@ -308,8 +308,6 @@ def load_shapes(path) -> list:
             raise ShapeError(f"{where} ({name}): " + "; ".join(
                 ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
                 ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (a {kind} takes {', '.join(allowed)})")
-        if kind == "conv2d" and isinstance(fields.get("pad"), list):
-            fields["pad"] = tuple(fields["pad"])
         try:
             ops.append((Conv2d if kind == "conv2d" else Matmul)(name=name, **fields))
         except ShapeError as e:

@@ -149,23 +149,19 @@ def repair_database(work_dir: str) -> int:
     line; records of a damaged workload go with it and the other records' workload indices are renumbered.
     Returns the number of lines moved (0: the database was sound; then nothing is rewritten)."""
     wl_path, rec_path = WorkDir(work_dir).workloads, WorkDir(work_dir).records
-    workloads, bad_workloads, damaged = [], set(), {wl_path: [], rec_path: []}
+    workloads, damaged = [], {wl_path: [], rec_path: []}
+    renumber = {}  # sound workload index -> its index once the damaged ones are gone
     for i, line in enumerate(_lines(wl_path)):
-        if _parses(line, lambda v: isinstance(v, list) and len(v) == 2):
+        if isinstance(_pair(line), list):
+            renumber[i] = len(workloads)
             workloads.append(line)
         else:
-            bad_workloads.add(i)
             damaged[wl_path].append((i + 1, line))
-    renumber, n = {}, 0
-    for i in range(len(workloads) + len(bad_workloads)):
-        if i not in bad_workloads:
-            renumber[i], n = n, n + 1
     records = []
     for i, line in enumerate(_lines(rec_path)):
-        ok = _parses(line, lambda v: isinstance(v, list) and len(v) == 2 and isinstance(v[0], int))
-        if ok and json.loads(line)[0] in renumber:
-            value = json.loads(line)
-            records.append(json.dumps([renumber[value[0]], value[1]]) if value[0] != renumber[value[0]] else line)
+        value = _pair(line)
+        if value is not None and isinstance(value[0], int) and value[0] in renumber:
+            records.append(line if value[0] == renumber[value[0]] else json.dumps([renumber[value[0]], value[1]]))
         else:
             damaged[rec_path].append((i + 1, line))
     if not any(damaged.values()):
@@ -192,11 +188,13 @@ def _lines(path):
         return [line for line in f if line.strip()]
 
 
-def _parses(line, shape) -> bool:
+def _pair(line):
+    """The [index or hash, value] pair a database line holds, or None when the line is damaged."""
     try:
-        return bool(shape(json.loads(line)))
+        value = json.loads(line)
     except ValueError:
-        return False
+        return None
+    return value if isinstance(value, list) and len(value) == 2 else None
 
 
 def _warn_damaged(path, number, line):

@@ -95,19 +95,21 @@ def _latency_ms(fn, repeat=5, min_seconds=0.2):
     return [1e3 * t for t in _repeats(fn, repeat, min_seconds)]
 
 
-def onnxruntime_network(model, input_name, x, threads=1):
-    """(output, per-repeat latencies in ms, version) of ONNX Runtime's CPU provider on an onnx.ModelProto."""
+def onnxruntime_runner(model, input_name, x, threads=1):
+    """(run, version): `run()` is one inference of ONNX Runtime's CPU provider on `x`, returning the first
+    output; `model` is an onnx.ModelProto or an .onnx path."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    run = lambda: sess.run(None, {input_name: x})[0]  # noqa: E731
-    return run(), _latency_ms(run), f"onnxruntime {ort.__version__}"
+    source = model if isinstance(model, str) else model.SerializeToString()
+    sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    return (lambda: sess.run(None, {input_name: x})[0]), f"onnxruntime {ort.__version__}"
 
 
-def torch_network(module, x, threads=1):
-    """(output, per-repeat latencies in ms, version) of a torch.nn.Module in inference mode (oneDNN)."""
+def torch_runner(module, x, threads=1):
+    """(run, version): `run()` is one inference of a torch.nn.Module (or an exported program's module) in
+    inference mode (oneDNN), returning a numpy array."""
     import torch
 
     torch.set_num_threads(threads)
@@ -115,6 +117,13 @@ def torch_network(module, x, threads=1):
 
     def run():
         with torch.inference_mode():
-            return module(xt)
+            return module(xt).numpy()
 
-    return run().numpy(), _latency_ms(run), f"torch {torch.__version__}"
+    return run, f"torch {torch.__version__}"
+
+
+def network_runner(lib: str, net, x, threads=1):
+    """(run, version) of a library on a network (models.importers.Network): "onnxruntime" or "torch"."""
+    if lib == "onnxruntime":
+        return onnxruntime_runner(net.onnx_model, net.input_name, x, threads)
+    return torch_runner(net.torch_module, x, threads)
