@@ -23,3 +23,13 @@ def runnable_isas():
     from tvm_ttile.cpu import _runs_here
 
     return [i for i in ("avx2", "avx512", "neon") if _runs_here(i)]
+
+
+@pytest.fixture
+def small_catalog(monkeypatch):
+    """A few microkernels per operator instead of the measured catalog: network and system tests stay short."""
+    from kernels import conv_kept, matmul_kept
+    from tvm_ttile.microkernels import family
+
+    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))

@@ -5,15 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from kernels import conv_kept, matmul_kept
-
-
-@pytest.fixture
-def small_catalog(monkeypatch):
-    from tvm_ttile.microkernels import family
-
-    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
 
 
 @pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet"])
@@ -102,10 +93,25 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
                 assert drawn[0] in seen[t["shape"]]
             seen.setdefault(t["shape"], []).extend(drawn)
     assert twins >= 1
-    # Resumed: the database already holds 2 trials per task, so nothing is measured again.
+    # Each task's candidates were timed inside the running network (in_network.py), the build took the fastest
+    # there: its record is the one in the picks database, and it is the candidate with the least in-network time.
+    picks = report["in_network_picks"]
+    assert set(picks) == {t["name"] for t in tuned}
+    for e in picks.values():
+        times = [c["in_network_s"] for c in e["candidates"]]
+        assert len(times) == 2 and e["picked"] == times.index(min(times)) and e["weight_bytes"] > 0
+        assert all(c["in_network_samples"] == 5 * e["calls"] and c["alone_hot_s"] > 0 and c["alone_flushed_s"] > 0
+                   for c in e["candidates"])
+    assert (work / "in_network" / "database_tuning_record.json").exists() and (work / "in_network.jsonl").exists()
+    assert "picks the in-network fastest" in (work / "report.md").read_text()
+    # Resumed: the database already holds 2 trials per task, so nothing is measured again (the picks stay).
     mod = nw.prepare(load_model("tiny_resnet").mod)
     again = nw.tune_network(mod, work_dir=str(work), trials_per_task=2, other_trials=0, progress=False)
     assert [t.trials for t in again.tasks if t.policy == "tvm_ttile"] == [2] * 6
+    assert (work / "in_network").exists()
+    # More trials change the records the picks were made among: the picks are dropped, not silently reused.
+    nw.tune_network(mod, work_dir=str(work), trials_per_task=3, other_trials=0, progress=False)
+    assert not (work / "in_network").exists()
     assert cli.main(["tune-model", str(tmp_path / "missing.onnx")]) == 2
     assert "missing.onnx" in capsys.readouterr().err
     assert cli.main(["tune-model", "tiny_resnet", "--work-dir", str(tmp_path / "bad"), "--sampler-option", "depth=3"]) == 2

@@ -3,7 +3,6 @@ each kind it takes, one verified SystemResult; its best timed again in this proc
 take refused with one error naming them; its options declared as data and others refused."""
 import pytest
 
-from kernels import conv_kept, matmul_kept
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
 from tvm_ttile.operators import Conv2d, Matmul
@@ -12,14 +11,6 @@ from tvm_ttile.operators import Conv2d, Matmul
 def small(kind, lanes):
     return {"Conv2d": Conv2d(K=2 * lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv"),
             "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul")}[kind]
-
-
-@pytest.fixture
-def small_catalog(monkeypatch):
-    from tvm_ttile.microkernels import family
-
-    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
 
 
 @pytest.mark.parametrize("position,name", list(enumerate(SYSTEMS)))

@@ -249,7 +249,8 @@ def cmd_tune_model(args) -> int:
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
                         prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush,
-                        sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top)
+                        sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
+                        in_network_top=args.in_network_top)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -430,6 +431,11 @@ def make_parser():
                         "network (the report's per-task times then predict the in-network ones)")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
+    from .in_network import IN_NETWORK_TOP
+
+    p.add_argument("--in-network-top", type=_non_negative, metavar="N", default=IN_NETWORK_TOP,
+                   help="after tuning, time each conv2d/matmul task's N fastest candidates inside the running "
+                        f"network and build with the fastest there (default {IN_NETWORK_TOP}; 0: tuning's pick)")
     p.set_defaults(func=cmd_tune_model)
 
     from .baselines import SYSTEMS

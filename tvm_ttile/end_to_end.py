@@ -19,6 +19,7 @@ import numpy as np
 from . import cpu as cpu_mod
 from . import network as nw
 from .errors import TTileError
+from .in_network import IN_NETWORK_ROUNDS, IN_NETWORK_TOP
 from .isolated import IsolatedTimer, Saved
 from .workdir import WorkDir
 from .measure import MeasureSettings
@@ -38,8 +39,13 @@ def latency_rounds() -> int:
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None, confirm_top=None) -> dict:
+               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None, confirm_top=None,
+               in_network_top=IN_NETWORK_TOP) -> dict:
+    """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
+    tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
+    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick."""
     from .baselines import libraries as libs
+    from .in_network import forget_picks, pick_in_network
     from .models.importers import load_model
 
     cpu = cpu_mod.detect_host()
@@ -56,7 +62,21 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                             sampler_options=sampler_options)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
+    forget_picks(work_dir)  # made again below, among the records as they are now
     executables = {"tvm_ttile": nw.build_executable(mod, work_dir, cpu, threads, prepack)}
+    picked = {}
+    if in_network_top >= 2:
+        from .metaschedule import open_database
+        from .progress import Progress
+
+        tasks = nw.extract_tasks(mod, cpu, threads, prepack)
+        bar = Progress(len(tasks), "timing candidates in the network") if progress else None
+        picked = pick_in_network(nw.vm_of(executables["tvm_ttile"]), tasks, open_database(work_dir),
+                                 cpu.target(threads), x, work_dir, in_network_top, IN_NETWORK_ROUNDS, progress=bar)
+        if bar:
+            bar.close()
+        if picked:
+            executables["tvm_ttile"] = nw.build_executable(mod, work_dir, cpu, threads, prepack)
     systems = {"tvm_ttile": nw.vm_of(executables["tvm_ttile"])}
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
@@ -74,6 +94,11 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     if cache_flush:
         notes.append("tvm_ttile's tasks were timed with the CPU caches flushed before every call (weights cold, as "
                      "in the network); MetaSchedule's with its default, hot caches")
+    if picked:
+        changed = sum(e["picked"] != 0 for e in picked.values())
+        notes.append(f"each tvm_ttile task's {in_network_top} fastest candidates (by tuning time) timed inside the "
+                     f"running network ({IN_NETWORK_ROUNDS} rounds); the build takes the fastest there: another than "
+                     f"tuning's pick for {changed} of {len(picked)} tasks (in_network.jsonl)")
     notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if prepack else
                  "weights not prepacked (--no-prepack): kernels read the model's layout")
     notes.append(f"each task's {confirm_top} fastest candidates timed again together ({settings.confirm_rounds} "
@@ -132,7 +157,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "correct": all(err <= TOLERANCE * scale for err in checks.values()) and all(t.verified for t in tuned.tasks
                                                                                    if t.trials),
         "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
-        "in_network": _in_network(tuned.tasks, inside), "latency_rounds": rounds}
+        "in_network": _in_network(tuned.tasks, inside), "latency_rounds": rounds, "in_network_top": in_network_top,
+        "in_network_picks": picked, "bandwidth_gbs": cpu_mod.peak(cpu, threads=threads).get("bandwidth_gbs")}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
     with open(WorkDir(work_dir).report_json, "w") as f:
@@ -189,6 +215,7 @@ def format_report(r) -> str:
                       f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference "
                       f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
                       f"{total * 1e3:.2f} ms."]
+    lines += _picks_lines(r)
     lines += ["",
               f"End-to-end latency (ms; each system timed in a process of its own, {r.get('latency_rounds', ROUNDS)} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -204,6 +231,44 @@ def format_report(r) -> str:
               (" - all agree." if r["correct"] else " - MISMATCH.")]
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _picks_lines(r) -> list:
+    """The in-network picks: each task's time per call alone (hot), alone with flushed caches and inside the
+    network, split into causes, and how well each way of timing alone ranks the candidates as the network does."""
+    from .in_network import STATES, ranking_summary
+
+    picks = r.get("in_network_picks") or {}
+    if not picks:
+        return []
+    bw = r.get("bandwidth_gbs")
+    lines = ["", f"Where the time of each task's build goes (ms per call; the in-network pick among its "
+                 f"{r['in_network_top']} fastest candidates by tuning time). Weights cold: alone with the caches "
+                 "flushed (all but the input) minus alone hot; the rest: in the network minus flushed (the "
+                 "input's state, the output buffer, what the VM does around the call)" +
+             (f"; streaming the weights once at the {bw:.1f} GB/s measured takes the time shown." if bw else "."),
+             "", "| task | calls | weights MB | weights at memory bandwidth | alone hot | weights cold | the rest | "
+                 "in network | tuning's pick in network |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, e in sorted(picks.items(), key=lambda kv: -kv[1]["calls"] * kv[1]["candidates"][kv[1]["picked"]]["in_network_s"]):
+        c, first = e["candidates"][e["picked"]], e["candidates"][0]
+        mb = e.get("weight_bytes", 0) / 1e6
+        stream = f"{mb / bw:.3f}" if bw else "-"
+        lines.append(f"| {name} | {e['calls']} | {mb:.2f} | {stream} | {1e3 * c['alone_hot_s']:.3f} | "
+                     f"{1e3 * (c['alone_flushed_s'] - c['alone_hot_s']):+.3f} | "
+                     f"{1e3 * (c['in_network_s'] - c['alone_flushed_s']):+.3f} | {1e3 * c['in_network_s']:.3f} | "
+                     f"{1e3 * first['in_network_s']:.3f} |")
+    summary = ranking_summary(picks)
+    names = {"tuning_s": "tuning's timing", "alone_hot_s": "alone, hot", "alone_flushed_s": "alone, caches flushed",
+             "in_network_s": "in the network"}
+    lines += ["", "Candidates ranked by each timing, against their in-network times (tasks x calls, summed: the "
+                  "in-network ms of the tasks if each took that ranking's fastest):", "",
+              "| ranked by | tasks' in-network ms | picks the in-network fastest | mean rank correlation |",
+              "|---|---:|---:|---:|"]
+    for state in (*STATES, "in_network_s"):
+        v = summary[state]
+        lines.append(f"| {names[state]} | {v['network_ms']:.2f} | {v['agrees']} of {v['tasks']} | "
+                     f"{v['spearman']:.2f} |")
+    return lines
 
 
 def check_report(report) -> None:

@@ -30,6 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
 from .errors import TTileError
+from .in_network import forget_picks
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
@@ -227,6 +228,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
         # whose candidates partly failed, is not searched again on every resume.
         todo = 0 if asked >= budget else max(budget - len(before), 0)
+        if todo:  # the in-network picks were made among the records before this run: stale now
+            forget_picks(work_dir)
         if todo and not measurer:
             measurer = {"builder": default_builder(settings), "runner": default_runner(settings, threads)}
         tuning = 0.0
@@ -305,8 +308,14 @@ def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1,
     elif isinstance(database, (str, os.PathLike)):
         from .automcl.network import apply_dense
 
-        mod, _ = apply_dense(mod, os.fspath(database))  # dense layers tuned by AutoMCL (dense="automcl")
-        database = open_database(os.fspath(database))
+        from .in_network import picks_database
+
+        work_dir = os.fspath(database)
+        mod, _ = apply_dense(mod, work_dir)  # dense layers tuned by AutoMCL (dense="automcl")
+        database = open_database(work_dir)
+        picks = picks_database(work_dir)  # the candidates fastest inside the network (in_network), first
+        if picks is not None:
+            database = ms.database.OrderedUnionDatabase(picks, database)
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(m, _ctx):
