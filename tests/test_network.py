@@ -62,7 +62,7 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
 
     work = tmp_path / "tiny"
     args = ["tune-model", "tiny_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
-            "--sampler-option", "min_reuse=4", "--confirm-top", "5", "--json"]
+            "--sampler-option", "min_reuse=4", "--confirm-top", "5", "--in-network-top", "5", "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
     # the network's defaults (weights-first, reduction-innermost) stay unless the command line overrides them
@@ -82,6 +82,12 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     # Where the time goes inside the running network: every tuned task is found among the VM's calls.
     assert set(report["in_network"]["tasks_ms"]) >= {t["name"] for t in tuned}
     assert "ms in network" in (work / "report.md").read_text()
+    # ... and each alone, hot and with flushed caches, on the arguments it gets there (the cause breakdown).
+    causes = report["in_network"]["causes"]
+    assert set(causes) >= {t["name"] for t in tuned}
+    assert all(c["alone_hot_ms"] > 0 and c["alone_flushed_ms"] > 0 and c["weight_bytes"] > 0
+               for n, c in causes.items() if n in {t["name"] for t in tuned})
+    assert "cold operands" in (work / "report.md").read_text()
     # A task with the same conv2d as one tuned before it (another epilogue) first measures that one's schemes.
     seen, twins = {}, 0
     for i, t in enumerate(report["tasks"]):

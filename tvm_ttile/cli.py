@@ -431,11 +431,10 @@ def make_parser():
                         "network (the report's per-task times then predict the in-network ones)")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
-    from .in_network import IN_NETWORK_TOP
-
-    p.add_argument("--in-network-top", type=_non_negative, metavar="N", default=IN_NETWORK_TOP,
+    p.add_argument("--in-network-top", type=_non_negative, metavar="N", default=0,
                    help="after tuning, time each conv2d/matmul task's N fastest candidates inside the running "
-                        f"network and build with the fastest there (default {IN_NETWORK_TOP}; 0: tuning's pick)")
+                        "network and build with the fastest there (default 0: tuning's pick; the report then also "
+                        "says how well each way of timing candidates alone ranks them as the network does)")
     p.set_defaults(func=cmd_tune_model)
 
     from .baselines import SYSTEMS

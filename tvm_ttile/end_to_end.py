@@ -45,7 +45,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick."""
     from .baselines import libraries as libs
-    from .in_network import forget_picks, pick_in_network
+    from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
 
     cpu = cpu_mod.detect_host()
@@ -120,6 +120,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         outputs["metaschedule"] = nw.run(nw.vm_of(executables["metaschedule"]), x)
         ms_info = {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
     inside = nw.profile(systems["tvm_ttile"], x)  # where the tuned network's time goes, call by call
+    alone = alone_times(executables["tvm_ttile"], systems["tvm_ttile"], x)  # the same functions alone, hot and cold
     with tempfile.TemporaryDirectory(prefix="tvm_ttile_timing_") as tmp:
         timer = IsolatedTimer(x, threads, tmp)
         for name, ex in executables.items():
@@ -157,7 +158,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "correct": all(err <= TOLERANCE * scale for err in checks.values()) and all(t.verified for t in tuned.tasks
                                                                                    if t.trials),
         "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
-        "in_network": _in_network(tuned.tasks, inside), "latency_rounds": rounds, "in_network_top": in_network_top,
+        "in_network": _in_network(tuned.tasks, inside, alone), "latency_rounds": rounds, "in_network_top": in_network_top,
         "in_network_picks": picked, "bandwidth_gbs": cpu_mod.peak(cpu, threads=threads).get("bandwidth_gbs")}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
@@ -168,19 +169,26 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     return report
 
 
-def _in_network(tasks, inside) -> dict:
+def _in_network(tasks, inside, alone) -> dict:
     """Each task's ms per inference inside the running network, and the VM's own calls (allocation, shape
-    checks) together."""
+    checks) together; per task, its built function alone (hot, and with flushed caches: alone_times) and the
+    bytes of its constant weights."""
     calls = dict(inside["calls"])
-    per_task = {}
+    per_task, causes = {}, {}
     for t in tasks:
         symbol = nw.task_symbol(calls, t.name)
         if symbol is not None:
-            per_task[t.name] = calls.pop(symbol)["ms"]
+            call = calls.pop(symbol)
+            per_task[t.name] = call["ms"]
+            if symbol in alone:
+                causes[t.name] = {"calls": call["calls"], "in_network_ms": call["ms"],
+                                  "alone_hot_ms": 1e3 * call["calls"] * alone[symbol]["hot_s"],
+                                  "alone_flushed_ms": 1e3 * call["calls"] * alone[symbol]["flushed_s"],
+                                  "weight_bytes": t.weight_bytes}
     vm_ms = sum(c["ms"] for s, c in calls.items() if s.startswith("vm."))
     other = {s: c["ms"] for s, c in calls.items() if not s.startswith("vm.")}
     return {"total_ms": inside["total_ms"], "tasks_ms": per_task, "vm_builtins_ms": vm_ms, "other_ms": other,
-            "repeats": inside["repeats"]}
+            "repeats": inside["repeats"], "causes": causes}
 
 
 def _options_text(r) -> str:
@@ -215,7 +223,7 @@ def format_report(r) -> str:
                       f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference "
                       f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
                       f"{total * 1e3:.2f} ms."]
-    lines += _picks_lines(r)
+    lines += _causes_lines(r) + _picks_lines(r)
     lines += ["",
               f"End-to-end latency (ms; each system timed in a process of its own, {r.get('latency_rounds', ROUNDS)} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -233,37 +241,49 @@ def format_report(r) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _causes_lines(r) -> list:
+    """Where each task's in-network time goes: its built function alone (hot), what flushed caches add (its
+    weights, output and other operands from memory), and the rest (in the network minus flushed)."""
+    causes = (r.get("in_network") or {}).get("causes") or {}
+    if not causes:
+        return []
+    bw = r.get("bandwidth_gbs")
+    lines = ["", "Where each task's time in the network goes (ms per inference, all its calls; the built functions "
+                 "timed alone on the arguments they get in an inference). Cold operands: alone with the caches "
+                 "flushed before each call (all but the input) minus alone hot; the rest: in the network minus "
+                 "flushed (the input's and output's state there, the VM around the call)" +
+             (f". Weights at memory bandwidth: streaming them once at the {bw:.1f} GB/s measured." if bw else "."),
+             "", "| task | calls | weights MB | weights at memory bandwidth | alone hot | cold operands | the rest | "
+                 "in network | in network / alone |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, c in sorted(causes.items(), key=lambda kv: -kv[1]["in_network_ms"]):
+        mb = c["weight_bytes"] / 1e6
+        lines.append(f"| {name} | {c['calls']} | {mb:.2f} | " + (f"{c['calls'] * mb / bw:.3f}" if bw else "-") +
+                     f" | {c['alone_hot_ms']:.3f} | {c['alone_flushed_ms'] - c['alone_hot_ms']:+.3f} | "
+                     f"{c['in_network_ms'] - c['alone_flushed_ms']:+.3f} | {c['in_network_ms']:.3f} | "
+                     (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f} |" if c["alone_hot_ms"] >= 0.01 else "- |"))
+    tot = {k: sum(c[k] for c in causes.values()) for k in ("alone_hot_ms", "alone_flushed_ms", "in_network_ms")}
+    lines.append(f"| all | | {sum(c['weight_bytes'] for c in causes.values()) / 1e6:.2f} | | {tot['alone_hot_ms']:.3f} | "
+                 f"{tot['alone_flushed_ms'] - tot['alone_hot_ms']:+.3f} | {tot['in_network_ms'] - tot['alone_flushed_ms']:+.3f} "
+                 f"| {tot['in_network_ms']:.3f} | {tot['in_network_ms'] / tot['alone_hot_ms']:.2f} |")
+    return lines
+
+
 def _picks_lines(r) -> list:
-    """The in-network picks: each task's time per call alone (hot), alone with flushed caches and inside the
-    network, split into causes, and how well each way of timing alone ranks the candidates as the network does."""
+    """--in-network-top: how well each way of timing candidates alone ranks them as the network does."""
     from .in_network import STATES, ranking_summary
 
     picks = r.get("in_network_picks") or {}
     if not picks:
         return []
-    bw = r.get("bandwidth_gbs")
-    lines = ["", f"Where the time of each task's build goes (ms per call; the in-network pick among its "
-                 f"{r['in_network_top']} fastest candidates by tuning time). Weights cold: alone with the caches "
-                 "flushed (all but the input) minus alone hot; the rest: in the network minus flushed (the "
-                 "input's state, the output buffer, what the VM does around the call)" +
-             (f"; streaming the weights once at the {bw:.1f} GB/s measured takes the time shown." if bw else "."),
-             "", "| task | calls | weights MB | weights at memory bandwidth | alone hot | weights cold | the rest | "
-                 "in network | tuning's pick in network |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, e in sorted(picks.items(), key=lambda kv: -kv[1]["calls"] * kv[1]["candidates"][kv[1]["picked"]]["in_network_s"]):
-        c, first = e["candidates"][e["picked"]], e["candidates"][0]
-        mb = e.get("weight_bytes", 0) / 1e6
-        stream = f"{mb / bw:.3f}" if bw else "-"
-        lines.append(f"| {name} | {e['calls']} | {mb:.2f} | {stream} | {1e3 * c['alone_hot_s']:.3f} | "
-                     f"{1e3 * (c['alone_flushed_s'] - c['alone_hot_s']):+.3f} | "
-                     f"{1e3 * (c['in_network_s'] - c['alone_flushed_s']):+.3f} | {1e3 * c['in_network_s']:.3f} | "
-                     f"{1e3 * first['in_network_s']:.3f} |")
     summary = ranking_summary(picks)
     names = {"tuning_s": "tuning's timing", "alone_hot_s": "alone, hot", "alone_flushed_s": "alone, caches flushed",
-             "in_network_s": "in the network"}
-    lines += ["", "Candidates ranked by each timing, against their in-network times (tasks x calls, summed: the "
-                  "in-network ms of the tasks if each took that ranking's fastest):", "",
-              "| ranked by | tasks' in-network ms | picks the in-network fastest | mean rank correlation |",
-              "|---|---:|---:|---:|"]
+             "in_network_s": "in the network (the build's pick)"}
+    lines = ["", f"Each task's {r['in_network_top']} fastest candidates by tuning time, timed inside the running "
+                 "network, ranked by each timing (tasks x calls, summed: the in-network ms of the tasks if each took "
+                 "that ranking's fastest; the least of several noisy medians is low by chance, so the last row "
+                 "flatters the picks: compare whole builds side by side):", "",
+             "| ranked by | tasks' in-network ms | picks the in-network fastest | mean rank correlation |",
+             "|---|---:|---:|---:|"]
     for state in (*STATES, "in_network_s"):
         v = summary[state]
         lines.append(f"| {names[state]} | {v['network_ms']:.2f} | {v['agrees']} of {v['tasks']} | "

@@ -25,7 +25,11 @@ import numpy as np
 from .errors import TTileError
 
 FAILED = 1e9  # MetaSchedule's run time of a failed candidate is 1e10
-IN_NETWORK_TOP, IN_NETWORK_ROUNDS = 5, 5  # tune-model's default: candidates per task timed in the network, rounds
+# tune-model --in-network-top: off by default. On ResNet-18 (Zen 4, 1 and 2 threads) the builds of the in-network
+# picks among each task's 5 best ran level with tuning's picks (benchmarks/results/in_network_zen4/NOTES.md): the
+# top candidates are within the noise of each other in the network, and the least of 5 noisy medians is low
+# by chance (the picks' predicted gain did not show in the whole network).
+IN_NETWORK_TOP, IN_NETWORK_ROUNDS = 0, 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +226,36 @@ def time_alone(libs, scheduled_mods, rounds: int = 7, flush: bool = False) -> li
     return out
 
 
+def alone_times(executable, vm, x, repeat: int = 15) -> dict:
+    """{symbol: {"hot_s", "flushed_s"}}: every compiled function the network `vm` (running `executable`) calls,
+    timed alone on copies of the arguments it gets in an inference (its first call): hot, and with the caches
+    flushed before each call but for the first argument (the input), as tuning with --cache-flush times them.
+    Medians of `repeat` calls. With the same functions timed inside the network (network.profile), the
+    difference splits into what cold weights and outputs cost and the rest."""
+    import tvm
+
+    lib = executable.mod.imports[0]  # the compiled PrimFuncs the VM calls
+    args = {}
+
+    def capture(func, symbol, before_run, ret, *a):
+        if before_run and symbol not in args and lib.implements_function(symbol):
+            args[symbol] = [tvm.runtime.tensor(t.numpy(), tvm.cpu()) if hasattr(t, "numpy") else t for t in a]
+        return 0
+
+    vm.set_instrument(tvm.runtime.convert(capture))
+    try:
+        vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    finally:
+        vm.set_instrument(None)
+    out = {}
+    for symbol, a in args.items():
+        hot = lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2)(*a).results
+        cold = lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
+                                  f_preproc="cache_flush_cpu_non_first_arg")(*a).results
+        out[symbol] = {"hot_s": statistics.median(hot), "flushed_s": statistics.median(cold)}
+    return out
+
+
 IN_NETWORK_DIR = "in_network"  # in a work dir: a MetaSchedule database of the in-network picks
 IN_NETWORK_LOG = "in_network.jsonl"  # every candidate timed in the network, alone hot and alone flushed
 
@@ -286,7 +320,7 @@ def pick_in_network(vm, tasks, database, target, x, work_dir: str, top: int = 5,
         flushed = time_alone(libs, mods, rounds, flush=True)
         net = [statistics.median(s) for s in samples[name]]
         best = min(range(len(cands)), key=net.__getitem__)
-        entry = {"task": name, "calls": t.weight, "picked": best, "weight_bytes": _weight_bytes(t.mod), "candidates": [
+        entry = {"task": name, "calls": t.weight, "picked": best, "weight_bytes": weight_bytes(t.mod), "candidates": [
             {"key": c.key, "scheme": c.scheme, "tuning_s": c.tuning_seconds, "alone_hot_s": statistics.median(h),
              "alone_flushed_s": statistics.median(f), "in_network_s": n, "in_network_samples": len(s)}
             for (c, _, _), h, f, n, s in zip(cands, hot, flushed, net, samples[name])]}
@@ -302,7 +336,7 @@ def pick_in_network(vm, tasks, database, target, x, work_dir: str, top: int = 5,
     return out
 
 
-def _weight_bytes(task_mod) -> int:
+def weight_bytes(task_mod) -> int:
     """Bytes of the task's constant (layout-free) parameters: what it streams from memory in a cold network."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 

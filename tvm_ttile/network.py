@@ -30,7 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from . import cpu as cpu_mod
 from .errors import TTileError
-from .in_network import forget_picks
+from .in_network import forget_picks, weight_bytes
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
@@ -124,6 +124,7 @@ class TaskResult:
     verified: bool  # the tuned function matches the untuned one on random inputs
     max_abs_error: float
     notes: list
+    weight_bytes: int = 0  # its constant (layout-free) parameters: what it reads from memory in a cold network
 
 
 @dataclasses.dataclass
@@ -253,14 +254,16 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
 def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     best = best_schedule(database, task.mod)
     notes = [] if task.policy == "tvm_ttile" else [task.reason]
+    size = weight_bytes(task.mod)
     if best is None:
         return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
-                          tuning_seconds, False, float("nan"), notes + ["no record: built with the default schedule"])
+                          tuning_seconds, False, float("nan"), notes + ["no record: built with the default schedule"],
+                          size)
     sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
     secs = statistics.median(float(s) for s in record.run_secs)
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
-                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes)
+                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes, size)
 
 
 def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:
