@@ -260,7 +260,7 @@ def _causes_lines(r) -> list:
         lines.append(f"| {name} | {c['calls']} | {mb:.2f} | " + (f"{c['calls'] * mb / bw:.3f}" if bw else "-") +
                      f" | {c['alone_hot_ms']:.3f} | {c['alone_flushed_ms'] - c['alone_hot_ms']:+.3f} | "
                      f"{c['in_network_ms'] - c['alone_flushed_ms']:+.3f} | {c['in_network_ms']:.3f} | "
-                     (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f} |" if c["alone_hot_ms"] >= 0.01 else "- |"))
+                     + (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f} |" if c["alone_hot_ms"] >= 0.01 else "- |"))
     tot = {k: sum(c[k] for c in causes.values()) for k in ("alone_hot_ms", "alone_flushed_ms", "in_network_ms")}
     lines.append(f"| all | | {sum(c['weight_bytes'] for c in causes.values()) / 1e6:.2f} | | {tot['alone_hot_ms']:.3f} | "
                  f"{tot['alone_flushed_ms'] - tot['alone_hot_ms']:+.3f} | {tot['in_network_ms'] - tot['alone_flushed_ms']:+.3f} "
