@@ -253,16 +253,17 @@ def _causes_lines(r) -> list:
                  "flushed before each call (all but the input) minus alone hot; the rest: in the network minus "
                  "flushed (the input's and output's state there, the VM around the call)" +
              (f". Weights at memory bandwidth: streaming them once at the {bw:.1f} GB/s measured." if bw else "."),
-             "", "| task | calls | weights MB | weights at memory bandwidth | alone hot | cold operands | the rest | "
+             "", "| task | calls | weights MB (all calls) | weights at memory bandwidth | alone hot | cold operands | the rest | "
                  "in network | in network / alone |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in sorted(causes.items(), key=lambda kv: -kv[1]["in_network_ms"]):
-        mb = c["weight_bytes"] / 1e6
-        lines.append(f"| {name} | {c['calls']} | {mb:.2f} | " + (f"{c['calls'] * mb / bw:.3f}" if bw else "-") +
+        mb = c["calls"] * c["weight_bytes"] / 1e6  # (a task called twice has two sets of weights of that size)
+        lines.append(f"| {name} | {c['calls']} | {mb:.2f} | " + (f"{mb / bw:.3f}" if bw else "-") +
                      f" | {c['alone_hot_ms']:.3f} | {c['alone_flushed_ms'] - c['alone_hot_ms']:+.3f} | "
                      f"{c['in_network_ms'] - c['alone_flushed_ms']:+.3f} | {c['in_network_ms']:.3f} | "
                      + (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f} |" if c["alone_hot_ms"] >= 0.01 else "- |"))
     tot = {k: sum(c[k] for c in causes.values()) for k in ("alone_hot_ms", "alone_flushed_ms", "in_network_ms")}
-    lines.append(f"| all | | {sum(c['weight_bytes'] for c in causes.values()) / 1e6:.2f} | | {tot['alone_hot_ms']:.3f} | "
+    mb = sum(c["calls"] * c["weight_bytes"] for c in causes.values()) / 1e6
+    lines.append(f"| all | | {mb:.2f} | " + (f"{mb / bw:.3f}" if bw else "-") + f" | {tot['alone_hot_ms']:.3f} | "
                  f"{tot['alone_flushed_ms'] - tot['alone_hot_ms']:+.3f} | {tot['in_network_ms'] - tot['alone_flushed_ms']:+.3f} "
                  f"| {tot['in_network_ms']:.3f} | {tot['in_network_ms'] / tot['alone_hot_ms']:.2f} |")
     return lines

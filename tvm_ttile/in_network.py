@@ -24,7 +24,6 @@ import numpy as np
 
 from .errors import TTileError
 
-FAILED = 1e9  # MetaSchedule's run time of a failed candidate is 1e10
 # tune-model --in-network-top: off by default. On ResNet-18 (Zen 4, 1 and 2 threads) the builds of the in-network
 # picks among each task's 5 best ran level with tuning's picks (benchmarks/results/in_network_zen4/NOTES.md): the
 # top candidates are within the noise of each other in the network, and the least of 5 noisy medians is low
@@ -39,9 +38,6 @@ class Candidate:
     scheme: str | None
     tuning_seconds: float
 
-    def describe(self) -> str:
-        return self.scheme or self.key
-
 
 def trace_key(trace) -> str:
     return hashlib.sha1(str(trace).encode()).hexdigest()[:16]
@@ -52,6 +48,7 @@ def top_candidates(database, task_mod, k: int) -> list:
     traces, fastest (mean tuning time) first; failed records left out."""
     import tvm
 
+    from .confirm import FAILED
     from .lowering import scheme_of_schedule
     from .metaschedule import records_of
 
@@ -101,7 +98,7 @@ class _Site:
     funcs: list  # a callable per candidate
     weight_shapes: list  # per candidate: {parameter index: the shape of its (packed) weights}
     samples: list  # per candidate: seconds of every timed call
-    symbol: str = ""
+    symbol: str | None = None
     own: list = dataclasses.field(default_factory=list)  # per candidate: {index: [own weights per call site]}
 
 
@@ -152,12 +149,14 @@ class InNetworkTimer:
         """{network symbol: _Site}, each candidate given its own weights for every call of the symbol."""
         import tvm
 
+        from .network import task_symbol
+
         counts = self._call_counts(x)
         rng = np.random.default_rng(0)
         bound = {}
         for name, site in self.sites.items():
-            site.symbol = next((s for s in (name, name + "_prepacked") if s in counts), "")
-            if not site.symbol:
+            site.symbol = task_symbol(counts, name)
+            if site.symbol is None:
                 raise TTileError(f"the network never calls task {name}")
             site.own = [{i: [tvm.runtime.tensor((0.1 * rng.standard_normal(shape)).astype("float32"), tvm.cpu())
                              for _ in range(counts[site.symbol])]
