@@ -248,7 +248,8 @@ def cmd_tune_model(args) -> int:
         raise TTileError(f"--libraries: unknown {', '.join(unknown)}; choose from onnxruntime, torch")
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
-                        prepack=not args.no_prepack, dense=args.dense, cache_flush=args.cache_flush,
+                        prepack=not args.no_prepack, dense=args.dense,
+                        cache_flush={"on": True, "off": False}.get(args.cache_flush),
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
                         in_network_top=args.in_network_top)
     if args.json:
@@ -426,9 +427,9 @@ def make_parser():
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")
-    p.add_argument("--cache-flush", action="store_true",
+    p.add_argument("--cache-flush", nargs="?", choices=["on", "off", "auto"], const="on", default="auto",
                    help="time tvm_ttile's candidates with the CPU caches flushed, as a layer meets its weights in the "
-                        "network (the report's per-task times then predict the in-network ones)")
+                        "network (default auto: on from 2 threads on, where builds tuned so ran faster)")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.add_argument("--in-network-top", type=_non_negative, metavar="N", default=0,

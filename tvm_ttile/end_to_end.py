@@ -39,11 +39,12 @@ def latency_rounds() -> int:
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=False, sampler_options=None, confirm_top=None,
+               prepack=True, dense="tvm_ttile", cache_flush=None, sampler_options=None, confirm_top=None,
                in_network_top=IN_NETWORK_TOP) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
-    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick."""
+    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: time
+    tvm_ttile's candidates with flushed caches (None: from 2 threads on, network.cold_by_default)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
@@ -55,6 +56,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     work_dir = work_dir or f"tune_{net.name}"
     mod = nw.prepare(net.mod)
     start = time.time()
+    if cache_flush is None:
+        cache_flush = nw.cold_by_default(threads)
     settings = (nw.COLD_SETTINGS if cache_flush else MeasureSettings()).with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
@@ -151,6 +154,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
         "sampler_options": nw.network_sampler_options(sampler_options),
         "other_trials": other_trials, "dense": dense, "seed": seed, "confirm_top": confirm_top,
+        "cache_flush": cache_flush,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
         "wall_seconds": wall, "total_gflop": total_flops / 1e9, "tasks": [vars(t) for t in tuned.tasks],
         "latency": {name: nw.spread(v) for name, v in latencies.items()}, "versions": versions,

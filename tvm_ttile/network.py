@@ -141,9 +141,16 @@ class NetworkTuneResult:
 
 DENSE_POLICIES = ("tvm_ttile", "automcl")
 # Timing network tasks as the network runs them: caches flushed, weights cold (ResNet-18's 46 MB of weights
-# outgrow the last-level cache). On the Zen 3 the sum of cold-timed tasks predicted the in-network time within
-# 0.1 ms (hot: 4 ms under), but the schemes chosen cold were no faster in the network: opt-in (cache_flush=True).
+# outgrow the last-level cache). At 1 thread (Zen 3) the schemes chosen cold were no faster in the network; at 2
+# threads (Zen 4), where the same cold operands are a larger share of a faster layer, builds tuned cold ran 2%
+# faster in three side-by-side runs on ResNet-18 and Darknet-19 (benchmarks/results/in_network_zen4/NOTES.md).
+# So tune-model times cold from 2 threads on (cold_by_default).
 COLD_SETTINGS = MeasureSettings(number=1, repeat=10, cache_flush=True)
+
+
+def cold_by_default(threads: int) -> bool:
+    """Whether network tasks are timed with flushed caches unless the caller says (tune-model --cache-flush)."""
+    return threads >= 2
 TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 # The ttile sampler's options for network tasks unless the caller sets them (benchmarks/results/end_to_end_zen3/
 # NOTES.md, Zen 3, builds side by side). Half the draws weights-first: Darknet-19 at 224x224 ran 1.07-1.08x ONNX
