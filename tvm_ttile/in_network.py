@@ -88,8 +88,28 @@ def build_all(mods, target, builder=None) -> list:
     return out
 
 
-def _entry(lib):
-    return lib[lib.entry_name] if getattr(lib, "entry_name", None) else lib["main"]
+def _entry_name(lib) -> str:
+    return getattr(lib, "entry_name", None) or "main"
+
+
+def run_instrumented(vm, hook, x) -> None:
+    """One inference of `vm` on `x` (a tvm tensor) with `hook` as its instrument, removed afterwards."""
+    import tvm
+
+    vm.set_instrument(tvm.runtime.convert(hook))
+    try:
+        vm["main"](x)
+    finally:
+        vm.set_instrument(None)
+
+
+def _hot_and_flushed(lib, symbol: str, repeat: int):
+    """time_evaluators of `symbol`: hot (calls repeated for at least 2 ms per repeat), and one call per repeat
+    with the caches flushed before it but for the first argument (the input), as tuning with --cache-flush."""
+    import tvm
+
+    return (lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2),
+            lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, f_preproc="cache_flush_cpu_non_first_arg"))
 
 
 @dataclasses.dataclass
@@ -125,12 +145,10 @@ class InNetworkTimer:
         for m in scheduled_mods:
             infos = ArgInfo.from_entry_func(m, remove_preproc=True)  # as build_module compiled it
             shapes.append({i: [int(d) for d in infos[i].shape] for i in layout_free})
-        self.sites[task_name] = _Site([_entry(lib) for lib in libs], shapes, [[] for _ in libs])
+        self.sites[task_name] = _Site([lib[_entry_name(lib)] for lib in libs], shapes, [[] for _ in libs])
 
     def _call_counts(self, x) -> dict:
         """{symbol: calls in one inference}."""
-        import tvm
-
         counts = {}
 
         def count(func, symbol, before_run, ret, *args):
@@ -138,11 +156,7 @@ class InNetworkTimer:
                 counts[symbol] = counts.get(symbol, 0) + 1
             return 0
 
-        self.vm.set_instrument(tvm.runtime.convert(count))
-        try:
-            self.vm["main"](x)
-        finally:
-            self.vm.set_instrument(None)
+        run_instrumented(self.vm, count, x)
         return counts
 
     def _bind(self, x) -> dict:
@@ -192,32 +206,22 @@ class InNetworkTimer:
             return 0  # the real function runs next and writes the real output
 
         width = max(len(s.funcs) for s in bound.values())
-        self.vm.set_instrument(tvm.runtime.convert(instrument))
-        try:
-            for r in range(rounds + 1):  # round 0 warms every candidate up (code, page faults), untimed
-                state["timing"] = r > 0
-                for j in range(width):
-                    state["j"] = j
-                    call_no.clear()
-                    self.vm["main"](x)
-        finally:
-            self.vm.set_instrument(None)
+        for r in range(rounds + 1):  # round 0 warms every candidate up (code, page faults), untimed
+            state["timing"] = r > 0
+            for j in range(width):
+                state["j"] = j
+                call_no.clear()
+                run_instrumented(self.vm, instrument, x)
         return {name: [list(s) for s in site.samples] for name, site in self.sites.items()}
 
 
 def time_alone(libs, scheduled_mods, rounds: int = 7, flush: bool = False) -> list:
-    """[[seconds per round] per candidate]: each candidate alone on random arguments, one call per repeat,
-    `rounds` round-robin rounds of a median of 5; `flush`: the caches flushed before each call but for the
-    first argument (the input), as tuning with --cache-flush times them."""
-    import tvm
-
+    """[[seconds per round] per candidate]: each candidate alone on random arguments, `rounds` round-robin
+    rounds of a median of 5 (_hot_and_flushed: hot, or with `flush` the caches flushed before each call)."""
     from .measure import timing_args
 
-    evaluators = []
-    for lib, m in zip(libs, scheduled_mods):
-        name = getattr(lib, "entry_name", None) or "main"
-        kwargs = {"f_preproc": "cache_flush_cpu_non_first_arg"} if flush else {"min_repeat_ms": 5}
-        evaluators.append((lib.time_evaluator(name, tvm.cpu(), number=1, repeat=5, **kwargs), timing_args(m)))
+    evaluators = [(_hot_and_flushed(lib, _entry_name(lib), 5)[flush], timing_args(m))
+                  for lib, m in zip(libs, scheduled_mods)]
     out = [[] for _ in libs]
     for _ in range(rounds):
         for j, (f, args) in enumerate(evaluators):
@@ -227,10 +231,9 @@ def time_alone(libs, scheduled_mods, rounds: int = 7, flush: bool = False) -> li
 
 def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     """{symbol: {"hot_s", "flushed_s"}}: every compiled function the network `vm` (running `executable`) calls,
-    timed alone on copies of the arguments it gets in an inference (its first call): hot, and with the caches
-    flushed before each call but for the first argument (the input), as tuning with --cache-flush times them.
-    Medians of `repeat` calls. With the same functions timed inside the network (network.profile), the
-    difference splits into what cold weights and outputs cost and the rest."""
+    timed alone on copies of the arguments it gets in an inference (its first call), hot and flushed
+    (_hot_and_flushed), medians of `repeat` calls. With the same functions timed inside the network
+    (network.profile), the difference splits into what cold operands cost and the rest."""
     import tvm
 
     lib = executable.mod.imports[0]  # the compiled PrimFuncs the VM calls
@@ -241,17 +244,11 @@ def alone_times(executable, vm, x, repeat: int = 15) -> dict:
             args[symbol] = [tvm.runtime.tensor(t.numpy(), tvm.cpu()) if hasattr(t, "numpy") else t for t in a]
         return 0
 
-    vm.set_instrument(tvm.runtime.convert(capture))
-    try:
-        vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
-    finally:
-        vm.set_instrument(None)
+    run_instrumented(vm, capture, tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
     out = {}
     for symbol, a in args.items():
-        hot = lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2)(*a).results
-        cold = lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
-                                  f_preproc="cache_flush_cpu_non_first_arg")(*a).results
-        out[symbol] = {"hot_s": statistics.median(hot), "flushed_s": statistics.median(cold)}
+        hot, cold = (statistics.median(f(*a).results) for f in _hot_and_flushed(lib, symbol, repeat))
+        out[symbol] = {"hot_s": hot, "flushed_s": cold}
     return out
 
 
@@ -263,14 +260,9 @@ def picks_path(work_dir: str) -> str:
     return os.path.join(work_dir, IN_NETWORK_DIR)
 
 
-def forget_picks(work_dir: str) -> bool:
-    """Drop the in-network picks (their candidates were the fastest records of a database that has changed since).
-    Returns whether there were any."""
-    path = picks_path(work_dir)
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-        return True
-    return False
+def forget_picks(work_dir: str) -> None:
+    """Drop the in-network picks (their candidates were the fastest records of a database that has changed since)."""
+    shutil.rmtree(picks_path(work_dir), ignore_errors=True)
 
 
 def picks_database(work_dir: str):
