@@ -60,6 +60,29 @@ def test_sampled_schemes_are_correct(host, kind, case):
             assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * scale), (op, scheme.text)
 
 
+@pytest.mark.parametrize("case", range(6))
+def test_padded_schemes_are_correct(host, case):
+    """Pad specifiers (zero-padded copies, inside the function) on random prime and odd matmuls: every padded
+    dimension, with weights in place, marked layout-free (packed where no padding copies them) and dense."""
+    rng = random.Random(2000 + case)
+    lanes = host.lanes
+    op = Matmul(M=rng.choice([23, 37, 41, 47]), N=rng.choice([lanes * 7, lanes * 11 - 3, 5 * lanes + 1]),
+                K=rng.choice([521, 523, 541]), dense=case % 3 == 2)
+    kept = matmul_kept(host.isa.name, lanes)
+    problem = Problem.from_operator(op, lanes, host.isa.name)
+    space = Space(problem, kept)
+    assert "k" in space.padding and "i" in space.padding
+    for scheme in make_sampler("ttile", seed=case, pad=1.0).sample_many(space, 2):
+        assert scheme.pads
+        func = op.prim_func(lanes)
+        if case % 2:
+            func = func.with_attr("layout_free_buffers", [1])
+        lowered = lower(problem, scheme, func)
+        assert scheme_of_schedule(lowered.sch) == scheme.text
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(float(np.abs(ref).max()), 1.0))
+
+
 def test_paper_example_lowers_and_runs(host):
     """Yolo9000-12's shape family at small C: a Lambda on h (34 = 2 x 11 + 1 x 12) above tile loops. The
     paper's 11-12 x 2-vector microkernels need 24 accumulators: with 16 registers (AVX2) 1 vector along k."""
@@ -187,9 +210,9 @@ def test_layout_free_weights_are_packed(host, kind, text):
 @pytest.mark.parametrize("text", ["[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]",  # a microkernel
                                   "[T(2,j),Lambda(i,[(1,2),(1,4)]),T(16,k),U(lambda,i),U(2,j),V(j)]"])  # a tail
 def test_weight_prefetch(host, text):
-    """Matmul microkernels prefetch their weights WEIGHT_PREFETCH steps ahead by default: the generated code
-    holds llvm.prefetch calls (none with prefetch=0), stays right, and its intrinsic names carry the distance,
-    so that a fresh process registers the same code from a database."""
+    """Matmul microkernels prefetch their weights `prefetch` steps ahead (default WEIGHT_PREFETCH): the generated
+    code holds llvm.prefetch calls (none with prefetch=0), stays right, and its intrinsic names carry the
+    distance, so that a fresh process registers the same code from a database."""
     from tvm_ttile.lowering import WEIGHT_PREFETCH, _parse_tail_name
     from tvm_ttile.measure import build_module
     from tvm_ttile.microkernels import intrin
@@ -200,19 +223,19 @@ def test_weight_prefetch(host, text):
     scheme = Scheme.parse(text)
     func = op.prim_func(L).with_attr("layout_free_buffers", [1])
     ir = {}
-    for distance in (None, 0):
+    for distance in (None, 16, 0):
         lowered = lower(problem, scheme, func, prefetch=distance)
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
         lib = build_module(lowered.sch.mod, host.target())
         ir[distance] = "".join(_llvm_ir(m) for m in [lib, *lib.imports])
         name = lowered.intrinsics[0]
-        want = WEIGHT_PREFETCH["matmul"] if distance is None else 0
+        want = WEIGHT_PREFETCH["matmul"] if distance is None else distance
         parsed = _parse_tail_name(name)[4] if "Lambda" in text else intrin.parse_suffix(name)[2]
         assert parsed == want and ("_pf" in name) == bool(want)
         register_by_name(name)
-    assert WEIGHT_PREFETCH["matmul"] > 0
-    assert "llvm.prefetch" in ir[None] and "llvm.prefetch" not in ir[0]
+    assert "llvm.prefetch" in ir[16] and "llvm.prefetch" not in ir[0]
+    assert ("llvm.prefetch" in ir[None]) == bool(WEIGHT_PREFETCH["matmul"])
 
 
 def _llvm_ir(module) -> str:

@@ -17,6 +17,8 @@ PROBLEMS = {
     "conv": (Conv2d(K=32, C=24, H=34, W=17, R=3, S=3, pad=1), conv_kept),
     "resnet18-2": (get_layer("ResNet18-2"), conv_kept),
     "matmul": (Matmul(M=34, N=48, K=64), matmul_kept),
+    # Prime rows and reduction (no microkernel of 4+ rows fits, no cache-sized reduction block): Pad choices.
+    "awkward": (Matmul(M=37, N=56, K=521), matmul_kept),
 }
 
 
@@ -47,11 +49,12 @@ def test_same_seed_same_schemes(sampler):
 
 
 @pytest.mark.parametrize("sampler", sorted(SAMPLERS))
-def test_reproducible_across_processes(sampler):
+@pytest.mark.parametrize("problem", ["conv", "awkward"])
+def test_reproducible_across_processes(sampler, problem):
     code = ("import json, sys; sys.path.insert(0, 'tests'); from test_samplers import space; "
             "from tvm_ttile.samplers import make_sampler; "
-            f"print(json.dumps([s.text for s in make_sampler({sampler!r}, seed=11).sample_many(space('conv'), 10)]))")
-    here = [s.text for s in make_sampler(sampler, seed=11).sample_many(space("conv"), 10)]
+            f"print(json.dumps([s.text for s in make_sampler({sampler!r}, seed=11).sample_many(space({problem!r}), 10)]))")
+    here = [s.text for s in make_sampler(sampler, seed=11).sample_many(space(problem), 10)]
     for hashseed in ("1", "2"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={"PYTHONHASHSEED": hashseed, "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
@@ -86,7 +89,8 @@ def test_options_and_names_are_checked():
         make_sampler("annealing")
     with pytest.raises(TTileError, match="no option"):
         make_sampler("ttile", depth=3)
-    assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any"}
+    assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any",
+                                                                  "pad": 0.5}
 
 
 def test_ordered_factorizations():
@@ -159,6 +163,8 @@ def test_sampler_option_values_are_checked():
     assert make_sampler("ttile", weights_first=1).options["weights_first"] == 1.0  # (an int from the CLI)
     with pytest.raises(TTileError, match="in \\[0, 1\\]"):
         make_sampler("ttile", weights_first=1.5)
+    with pytest.raises(TTileError, match="'pad' is a share in \\[0, 1\\]"):
+        make_sampler("levels", pad=2)
     with pytest.raises(TTileError, match="'min_reuse' takes a value of type int, got 'many'"):
         make_sampler("ttile", min_reuse="many")
     with pytest.raises(TTileError, match="'min_reuse' takes a value of type int, got 32.5"):
@@ -179,3 +185,24 @@ def test_sampler_options_from_the_command_line():
 
     with pytest.raises(TTileError, match="no option"):  # raised in Python, before MetaSchedule runs it
         TTileSearch(sampler_options={"depth": 3})
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_padding_is_drawn_as_a_share(sampler):
+    """Awkward dimensions are padded in a share `pad` of the draws, to one of Space.padding's targets; a friendly
+    problem draws exactly what it drew before padding existed (no random number spent on it)."""
+    sp = space("awkward")
+    assert set(sp.padding) == {"i", "k"}
+    if not make_sampler(sampler).choices(sp):
+        pytest.skip(f"{sampler} has nothing to draw unpadded")
+    never = make_sampler(sampler, seed=3, pad=0.0).sample_many(sp, 20)
+    always = make_sampler(sampler, seed=3, pad=1.0).sample_many(sp, 20)
+    some = make_sampler(sampler, seed=3).sample_many(sp, 40)
+    assert not any(s.pads for s in never)
+    assert all(set(s.padding) == {"i", "k"} for s in always)
+    assert {s.padding.get(d) for s in always for d in "ik"} <= {t for ts in sp.padding.values() for t in ts}
+    assert any(s.pads for s in some) and any(not s.pads for s in some)
+    friendly = Space(Problem.from_operator(Matmul(M=40, N=48, K=64), 8, "avx2"), matmul_kept("avx2", 8))
+    assert friendly.padding == {}
+    assert ([s.text for s in make_sampler(sampler, seed=4, pad=1.0).sample_many(friendly, 10)]
+            == [s.text for s in make_sampler(sampler, seed=4, pad=0.0).sample_many(friendly, 10)])

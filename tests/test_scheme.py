@@ -68,3 +68,26 @@ def test_footprints_per_level():
     assert all(a[t] >= b[t] for a, b in zip(fps, fps[1:]) for t in a)
     m = Scheme.parse("[R(i),T(4,j),T(64,k),U(6,i),U(2,j),V(j)]").footprints(8, matmul_footprint)
     assert m[2] == {"A": 6 * 64, "B": 64 * 16, "C": 6 * 16}
+
+
+def test_pad_specifiers_come_first_and_the_loops_tile_the_padded_sizes():
+    text = "[Pad(40,i),Pad(528,k),T(4,i),T(2,j),T(66,k),T(8,k),U(10,i),V(j)]"
+    s = Scheme.parse(text)
+    assert s.text == text and Scheme.parse(s.text) == s
+    assert s.padding == {"i": 40, "k": 528} and not any(type(x).__name__ == "Pad" for x in s.specs)
+    assert Scheme.parse("[Pad(528,k),Pad(40,i),T(4,i),T(2,j),T(66,k),T(8,k),U(10,i),V(j)]") == s  # canonical order
+    s.validate({"i": 37, "j": 16, "k": 521}, lanes=8, reduction="k")
+    assert s.unpadded.with_pads(s.padding) == s
+    with pytest.raises(SchemeError, match="does not divide|cover"):
+        s.unpadded.validate({"i": 37, "j": 16, "k": 521}, lanes=8, reduction="k")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[T(4,i),Pad(40,i),T(66,k),U(10,i),V(j)]", "Pad specifiers come first"),
+    ("[Pad(40,i),Pad(48,i),T(4,i),T(66,k),U(10,i),V(j)]", "one Pad per dimension"),
+    ("[Pad(36,i),T(66,k),U(4,i),U(9,i),V(j)]", "to a larger size"),
+    ("[Pad(40,x),T(66,k),U(4,i),U(10,i),V(j)]", "unknown dimension"),
+])
+def test_bad_pad_specifiers(text, message):
+    with pytest.raises(SchemeError, match=message):
+        Scheme.parse(text).validate({"i": 37, "j": 8, "k": 66}, lanes=8, reduction="k")

@@ -68,3 +68,24 @@ def test_small_c_prefers_r_s_unrolled_microkernels():
     assert sp.choices and all(c.mk.get("r") == 3 for c in sp.choices) and sp.notes
     p7 = Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=7, S=7, pad=3), 8, "avx2")
     assert any(c.mk.get("r") == 1 for c in Space(p7, kept).choices)  # no 3x3 fits 7x7: keep the others
+
+
+def test_awkward_dimensions_get_pad_targets():
+    from tvm_ttile.space import MAX_PAD_GROWTH, pad_targets
+
+    kept = matmul_kept("avx512", 16)
+    p = Problem.from_operator(Matmul(M=1009, N=1009, K=1009), 16, "avx512")  # j: 64 vectors, friendly
+    targets = pad_targets(p, kept)
+    assert set(targets) == {"i", "k"} and 1012 in targets["i"] and 1024 in targets["k"]
+    assert all(1009 < t <= 1009 * (1 + MAX_PAD_GROWTH) for ts in targets.values() for t in ts)
+    assert pad_targets(Problem.from_operator(Matmul(M=1024, N=1024, K=1024), 16, "avx512"), kept) == {}
+    thin = pad_targets(Problem.from_operator(Matmul(M=1, N=61 * 16, K=97), 16, "avx512"), kept)
+    assert set(thin) == {"j"} and all(t % 16 == 0 for t in thin["j"])  # 61 vectors; one row, K = 97 not padded
+    conv = Problem.from_operator(Conv2d(K=32, C=13, H=17, W=17, R=3, S=3), 16, "avx512")
+    assert pad_targets(conv, conv_kept("avx512", 16)) == {}
+    sp = Space(p, kept)
+    padded = sp.padded({"i": 1012, "k": 1024})
+    assert padded.problem.size == {"i": 1012, "j": 1024, "k": 1024} and padded.padding == {}
+    assert p.padded({"j": 1040}).vector_pad == p.vector_pad + 16
+    with pytest.raises(TTileError, match="cannot pad"):
+        conv.padded({"h": 20})

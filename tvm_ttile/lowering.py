@@ -24,7 +24,7 @@ from .microkernels import intrin
 from .microkernels.spec import Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .space import DIMS, REDUCTION, Problem, microkernel_of
+from .space import DIMS, PADDABLE, REDUCTION, Problem, microkernel_of
 
 BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
 BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
@@ -234,6 +234,29 @@ def _loads(expr) -> list:
 LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
 
 
+def pad(sch, problem: Problem, pads: dict) -> list:
+    """Pad the operator's block to `pads` ({dim: size}) with TVM's pad_einsum: zero-filled copies of the
+    operands it reads and a copy of the outputs it keeps, separate passes timed with the function. A copy of a
+    copy (a vector-padded weight padded again) becomes one; notes say where that failed."""
+    bad = sorted(set(pads) - set(PADDABLE[problem.op]))
+    if bad:
+        raise TTileError(f"{problem.op} cannot be padded along {', '.join(bad)} "
+                         f"(paddable: {', '.join(PADDABLE[problem.op]) or 'none'})")
+    block = sch.get_sblock(BLOCK[problem.op])
+    size = problem.size
+    before = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    sch.pad_einsum(block, [pads.get(d, size[d]) for d in BLOCK_DIMS[problem.op]])
+    notes = []
+    for producer in sch.get_producers(block):
+        for inner in sch.get_producers(producer):  # e.g. B_pad (vector lanes) under B_pad_pad
+            if sch.get(inner).name_hint in before and not sch.get_producers(inner):
+                try:
+                    sch.compute_inline(inner)
+                except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
+                    notes.append(f"padding copy {sch.get(inner).name_hint} kept apart: {str(e).splitlines()[0]}")
+    return notes
+
+
 def pack_block(problem: Problem, scheme: Scheme) -> int:
     """Weights are packed in blocks of the microkernel's vector extent; of one vector when a Lambda combines
     sizes along the vector dimension or partial tiles leave a remainder along it."""
@@ -248,61 +271,91 @@ WEIGHT_INDICES = {"conv2d": ("r", "s", "c", "k"), "matmul": ("k", "j")}  # the l
 
 
 def pack_weights(sch, block, op: str, size: int) -> int:
-    """Prepack the weights when the function marks them layout-free (constants: Relax's
-    AttachAttrLayoutFreeBuffers): a copy into the blocked layout of intrin.packed_shape, annotated as
-    MetaSchedule's layout-rewrite preprocessing. MetaSchedule's builder drops that copy when timing (the
-    runner passes packed weights) and Relax's SplitLayoutRewritePreproc + FoldConstant run it once at build
-    time, so that the microkernel reads its weights as one contiguous stream instead of rows strided by K.
-    Packs only weights read in place as WEIGHT_INDICES (not, e.g., a transposed or padded copy). Returns
-    the block size, 0 when nothing was packed."""
+    """Give the microkernels their weights in the blocked layout of intrin.packed_shape (one contiguous stream
+    along the reduction instead of rows strided by K, which also share cache sets when the stride is a power
+    of two), where that costs nothing at run time or is a copy the function makes anyway:
+    - weights the function marks layout-free (constants: Relax's AttachAttrLayoutFreeBuffers) are prepacked:
+      a copy annotated as MetaSchedule's layout-rewrite preprocessing, which its builder drops when timing
+      (the runner passes packed weights) and Relax's SplitLayoutRewritePreproc + FoldConstant run once at
+      build time;
+    - weights read through a copy made inside the function (zeros to whole vectors, a Pad specifier, the dense
+      layout's transpose) have that copy write the blocked layout, at each call, timed with the function.
+      (MetaSchedule cannot split such a copy off as preprocessing: its body is a select, not a load.)
+    Only weights read in place as WEIGHT_INDICES. Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
-    free = func.attrs.get("layout_free_buffers") if func.attrs is not None else None
-    if not free:
-        return 0
-    free_params = [func.params[int(i)] for i in free]  # 0.27: parameters are the buffers themselves
-    reads = sch.get(block).reads
-    index = next((i for i in range(len(reads) - 1, -1, -1)  # the weights are the last operand
-                  if any(reads[i].source.same_as(p) for p in free_params)), None)
-    if index is None:
-        return 0
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars)))
-    load = next((ld for ld in _loads(stmt.body.value) if ld.source.same_as(reads[index].source)), None)
-    if load is None or len(load.indices) != len(WEIGHT_INDICES[op]) or not all(
-            i.same_as(ivs[d]) for i, d in zip(load.indices, WEIGHT_INDICES[op])):
+    load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
+                 if len(ld.indices) == len(WEIGHT_INDICES[op])
+                 and all(i.same_as(ivs[d]) for i, d in zip(ld.indices, WEIGHT_INDICES[op]))), None)
+    if load is None:
         return 0
-    cache = sch.cache_read(block, index, "global")
-    sch.annotate(cache, LAYOUT_REWRITE, True)
-    ndim = len(reads[index].source.shape)
-    if ndim == 4:  # conv2d: [r, s, c, k] -> [k // size, r, s, c, k % size]
+    reads = stmt.reads
+    index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))
+    params = list(func.params)
+    if any(load.source.same_as(p) for p in params):
+        free = func.attrs.get("layout_free_buffers") if func.attrs is not None else None
+        if not free or not any(load.source.same_as(params[int(i)]) for i in free):  # 0.27: params are buffers
+            return 0
+        cache = sch.cache_read(block, index, "global")
+        sch.annotate(cache, LAYOUT_REWRITE, True)
+        copy = None
+    else:
+        copy = next((p for p in sch.get_producers(block)
+                     if any(w.source.same_as(load.source) for w in sch.get(p).writes)), None)
+        if copy is None:
+            return 0
+    if len(load.indices) == 4:  # conv2d: [r, s, c, k] -> [k // size, r, s, c, k % size]
         sch.transform_layout(block, ("read", index), lambda r, s, c, k: (k // size, r, s, c, k % size))
     else:  # matmul: [k, j] -> [j // size, k, j % size]
         sch.transform_layout(block, ("read", index), lambda k, j: (j // size, k, j % size))
+    if copy is not None:
+        _write_in_order(sch, copy, size)
     return size
 
 
-# Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Measured on the
-# Zen 3: matmul 16 steps, geometric mean 1.017 and 1.031 over the 10 benchmark shapes in two runs, up to 1.07-1.24
-# where the weights stream from memory, never below 0.993 (benchmarks/results/prefetch.md); conv2d prefetching made
-# ResNet-18 5% slower
-# (benchmarks/results/end_to_end_zen3/builds_side_by_side_prefetch.md).
-WEIGHT_PREFETCH = {"matmul": 16, "conv2d": 0}
+def _write_in_order(sch, copy, size: int) -> None:
+    """The copy that writes the blocked weights walks them in their new order (block, ..., lanes), the lanes
+    vectorized: written as a stream, ~6x faster than in the source's order on the Zen 4."""
+    loops = sch.get_loops(copy)
+    *outer, last = loops
+    if len(outer) + 1 != len(sch.get(copy).iter_vars):
+        return
+    extent = sch.get(last).extent
+    if not isinstance(extent, tvm.tirx.IntImm) or int(extent) % size:
+        return
+    block_loop, lane = sch.split(last, [None, size])
+    sch.reorder(block_loop, *outer, lane)
+    sch.vectorize(lane)
+
+
+# Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Off: on the
+# Zen 3 matmul prefetching 16 steps ahead gained 3% (geometric mean of 10 shapes, prepacked weights,
+# benchmarks/results/prefetch.md) but on the Zen 4 it lost 2% prepacked (0.935-1.002,
+# results/awkward_zen4/prefetch_zen4.md) and up to 2x on weights read in place or through a padding copy
+# (results/awkward_zen4/NOTES.md); conv2d prefetching made ResNet-18 5% slower on the Zen 3
+# (results/end_to_end_zen3/builds_side_by_side_prefetch.md). lower(prefetch=) still asks for it.
+WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0}
 
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
           prefetch: int | None = None) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
-    marks layout-free are packed (pack_weights). `prefetch`: reduction steps ahead at which the microkernels
+    marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which the microkernels
     prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
+    sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
+    text, notes = scheme.text, []
+    if scheme.pads:  # the copies first; the loops then tile the padded problem
+        notes += pad(sch, problem, scheme.padding)
+        problem, scheme = problem.padded(scheme.padding), scheme.unpadded
     op, size, lanes = problem.op, problem.size, problem.lanes
     npar = len(scheme.parallel_levels)
     chunk = dict(size)  # the extents one parallel chunk covers: what the per-core scheme tiles
     for spec in scheme.parallel_levels:
         chunk[spec.dim] //= spec.n
     prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
-    sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     block = sch.get_sblock(BLOCK[op])
     packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
     loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)))
@@ -367,7 +420,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # after it hoists the region's unit loops).
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
-    notes = _epilogue(sch, block, outer, red_dims, keys)
+    notes += _epilogue(sch, block, outer, red_dims, keys)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -376,7 +429,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         notes += _parallel(sch, outer, keys, red_dims)
     intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
-    sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, scheme.text)
+    sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, text)
     return Lowered(sch, [name], notes)
 
 

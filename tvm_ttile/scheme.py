@@ -9,6 +9,9 @@
     V(d)                   the vector lanes along d; innermost, at most one
     Lambda(d, [(r, a),..]) loop nests in sequence along d; nest i runs r_i times the inner sub-scheme with
                            U(lambda, d) = a_i. 34 = 2*11 + 1*12 is Lambda(h, [(2,11),(1,12)]).
+    Pad(n, d)              d padded with zeros to n inside the function (the copies timed with it), so that the
+                           specifiers that follow tile n instead of an awkward size: written first, kept apart
+                           from the loop specifiers (`Scheme.pads`). 1009 rows as 1016: [Pad(1016,i),...].
 
 A scheme has one canonical text form; `Scheme.parse(s.text) == s`. Plain Python: no TVM here.
 """
@@ -91,6 +94,18 @@ class V:
 
 
 @dataclasses.dataclass(frozen=True)
+class Pad:
+    """Dimension `dim` padded to `n` elements: zero inputs in, the extra outputs dropped."""
+
+    n: int
+    dim: str
+
+    @property
+    def text(self):
+        return f"Pad({self.n},{self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
 class Lambda:
     dim: str
     parts: tuple  # ((repeats, unroll), ...)
@@ -100,16 +115,32 @@ class Lambda:
         return f"Lambda({self.dim},[" + ",".join(f"({r},{a})" for r, a in self.parts) + "])"
 
 
-_ITEM = re.compile(r"(R|T|U|V|Par|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
+_ITEM = re.compile(r"(R|T|U|V|Par|Pad|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Scheme:
-    specs: tuple
+    specs: tuple  # the loop specifiers, outermost first
+    pads: tuple = ()  # Pad specifiers: what the loops tile is the problem padded to these sizes
 
     @property
     def text(self) -> str:
-        return "[" + ",".join(s.text for s in self.specs) + "]"
+        return "[" + ",".join(s.text for s in self.pads + self.specs) + "]"
+
+    @property
+    def padding(self) -> dict:
+        return {p.dim: p.n for p in self.pads}
+
+    def padded_sizes(self, sizes: dict) -> dict:
+        """The sizes the loop specifiers tile: `sizes` with this scheme's Pad applied."""
+        return {**sizes, **self.padding}
+
+    @property
+    def unpadded(self) -> "Scheme":
+        return Scheme(self.specs)
+
+    def with_pads(self, pads: dict) -> "Scheme":
+        return Scheme(self.specs, tuple(Pad(n, d) for d, n in sorted(pads.items())))
 
     def __str__(self):
         return self.text
@@ -131,7 +162,15 @@ class Scheme:
                 if body[pos] != ",":
                     raise SchemeError(f"expected ',' at {body[pos:]!r} in {text!r}")
                 pos += 1
-        return cls(tuple(specs))
+        npad = 0
+        while npad < len(specs) and isinstance(specs[npad], Pad):
+            npad += 1
+        if any(isinstance(s, Pad) for s in specs[npad:]):
+            raise SchemeError(f"{text}: Pad specifiers come first, before every loop specifier")
+        pads = tuple(sorted(specs[:npad], key=lambda p: p.dim))
+        if len({p.dim for p in pads}) < len(pads):
+            raise SchemeError(f"{text}: at most one Pad per dimension")
+        return cls(tuple(specs[npad:]), pads)
 
     # --- structure -----------------------------------------------------------------------------
     def lambda_spec(self):
@@ -170,10 +209,17 @@ class Scheme:
     def validate(self, sizes: dict, lanes: int, reduction: str | None = None, reductions=()) -> None:
         """Raise SchemeError naming the first rule broken: one V, innermost; known dimensions; divisible
         tiles; Lambda parts adding up; the reduction loop directly above the microkernel; Par levels outermost
-        and never over a reduction dimension (`reductions`; `reduction` always counts)."""
+        and never over a reduction dimension (`reductions`; `reduction` always counts). Pad sizes exceed the
+        problem's, and the loop specifiers are checked against the padded sizes."""
         specs = self.specs
         if not specs:
             raise SchemeError("empty scheme")
+        for p in self.pads:
+            if p.dim not in sizes:
+                raise SchemeError(f"{self.text}: unknown dimension {p.dim!r} in {p.text} (dimensions: {sorted(sizes)})")
+            if not isinstance(p.n, int) or p.n <= sizes[p.dim]:
+                raise SchemeError(f"{self.text}: {p.text} must pad {p.dim}={sizes[p.dim]} to a larger size")
+        sizes = self.padded_sizes(sizes)
         for s in specs:
             if s.dim not in sizes:
                 raise SchemeError(f"{self.text}: unknown dimension {s.dim!r} (dimensions: {sorted(sizes)})")
@@ -247,7 +293,7 @@ class Scheme:
 
     def per_core(self) -> "Scheme":
         """The scheme each core runs on one chunk: everything below the parallel level."""
-        return Scheme(self.specs[len(self.parallel_levels):])
+        return Scheme(self.specs[len(self.parallel_levels):], self.pads)
 
     def parallel_balance(self, threads: int) -> dict:
         """How the chunks share `threads`: kind "serial" (no Par level), "exact" (chunks == threads),
@@ -342,6 +388,8 @@ def _make(kind, args, text):
         n, dim = args.split(",")
         if kind == "P":
             return P(int(n), dim)
+        if kind == "Pad":
+            return Pad(int(n), dim)
         if kind == "Par":
             return Par(int(n), dim)
         return (T if kind == "T" else U)(n if n == LAMBDA else int(n), dim)

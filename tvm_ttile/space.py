@@ -24,6 +24,12 @@ PARALLEL = {"conv2d": ("n", "h", "w", "k"), "matmul": ("i", "j")}
 # multiple of the thread count, or at least 4x it for balance (MetaSchedule books up to 16 x cores jobs).
 PARALLEL_KINDS = ("exact", "multiple", "balanced")
 MAX_CHUNKS_PER_THREAD = 16
+# Dimensions a scheme may pad (Pad specifiers), and by how much at most: matmul's einsum form lets TVM's
+# pad_einsum add the zero copies; conv2d's sliding windows do not (its padding would go into the operator).
+PADDABLE = {"conv2d": (), "matmul": ("i", "j", "k")}
+MAX_PAD_GROWTH = 0.125
+PAD_MULTIPLES = (4, 8, 16, 32, 64)  # friendly sizes: multiples of these (of vectors along the vector dimension)
+REDUCTION_BLOCK = (16, 256)  # a reduction that has a divisor in this range can be cut into cache-sized blocks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,19 @@ class Problem:
     @property
     def size(self) -> dict:
         return dict(self.sizes)
+
+    def padded(self, pads: dict) -> "Problem":
+        """The problem with dimensions padded (zeros in, extra outputs dropped); along the vector dimension
+        the extra elements add to vector_pad."""
+        if not pads:
+            return self
+        bad = sorted(set(pads) - set(PADDABLE[self.op]))
+        if bad:
+            raise TTileError(f"{self.op} cannot pad {', '.join(bad)}; it can pad {', '.join(PADDABLE[self.op]) or 'nothing'}")
+        size = self.size
+        grow = pads.get(self.vector, size[self.vector]) - size[self.vector]
+        return dataclasses.replace(self, sizes=tuple((d, pads.get(d, n)) for d, n in self.sizes),
+                                   vector_pad=self.vector_pad + grow)
 
     @property
     def vector(self) -> str:
@@ -223,16 +242,48 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
 
 
+def pad_targets(problem: Problem, kept: list) -> dict:
+    """Per dimension the structured space tiles badly, the friendlier sizes it may be padded to (at most
+    MAX_PAD_GROWTH more): rows no kept microkernel of 4 rows or more divides, a reduction with no divisor in
+    REDUCTION_BLOCK (it cannot be blocked for the caches: a prime K streams all of it per microkernel call),
+    vectors with no divisor in 2..6. Targets: the next multiples of PAD_MULTIPLES and of the kept
+    microkernels' sizes along the dimension. {} for a friendly problem."""
+    size, lanes, out = problem.size, problem.lanes, {}
+    vector = problem.vector
+    for d in PADDABLE[problem.op]:
+        n = size[d] // lanes if d == vector else size[d]
+        units = set(PAD_MULTIPLES)
+        if d == vector:
+            awkward = n >= 4 and not any(n % u == 0 for u in range(2, 7))
+            units = {2, 4, 8}
+        elif d == problem.reuse:
+            lo, hi = REDUCTION_BLOCK
+            awkward = n > hi and not any(n % u == 0 for u in range(lo, hi + 1))
+        else:
+            rows = {mk.get(d) for mk in kept if mk.op == problem.op and mk.lanes == lanes}
+            awkward = n >= 8 and not any(n % u == 0 for u in rows if u >= 4)
+            units |= {u for u in rows if u >= 4}
+        if not awkward:
+            continue
+        targets = sorted({-(-n // u) * u for u in units} - {n})
+        targets = [t * (lanes if d == vector else 1) for t in targets if t <= n * (1 + MAX_PAD_GROWTH)]
+        if targets:
+            out[d] = targets
+    return out
+
+
 SMALL_REUSE = 8  # below this many c steps, microkernels must also unroll r and s (when one fits)
 
 
 class Space:
     """The admissible choices for one problem; samplers draw schemes from it."""
 
-    def __init__(self, problem: Problem, kept: list, fallback: list = (), threads: int = 1):
+    def __init__(self, problem: Problem, kept: list, fallback: list = (), threads: int = 1, padding: bool = True):
         """fallback: other measured microkernels, best first, used (and reported through
         `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel fallback.
-        threads: the schemes' parallel level is drawn for this many threads (none at 1)."""
+        threads: the schemes' parallel level is drawn for this many threads (none at 1).
+        padding: offer padded variants of awkward dimensions (`padding`, `padded`); the padded spaces
+        themselves offer none."""
         if not isinstance(threads, int) or threads < 1:
             raise TTileError(f"threads must be a whole number >= 1, got {threads!r}")
         self.problem = problem
@@ -250,11 +301,30 @@ class Space:
         if not self.choices and fallback:
             self.choices = [c for c in admissible(problem, list(fallback)) if not c.combined][:4]
             self.fallback_used = bool(self.choices)
-        if not self.choices:
+        self.kept, self.fallback = kept, fallback
+        self._padded = {}
+        # Padding is a choice next to partial tiles and Lambdas: each target kept only if its space exists.
+        self.padding = {d: [t for t in targets if self.padded({d: t}) is not None]
+                        for d, targets in (pad_targets(problem, kept) if padding else {}).items()}
+        self.padding = {d: t for d, t in self.padding.items() if t}
+        if not self.choices and not self.padding:
             raise TTileError(
                 f"no catalog microkernel or two-microkernel combination divides {problem.size}; "
                 "lower the catalog threshold or rebuild the catalog for this ISA"
             )
+
+    def padded(self, pads: dict):
+        """The space of the problem padded as `pads` says ({dim: size}); None when nothing fits it either."""
+        if not pads:
+            return self
+        key = tuple(sorted(pads.items()))
+        if key not in self._padded:
+            try:
+                # Kept microkernels only: padding is there to make them fit, not to fall back.
+                self._padded[key] = Space(self.problem.padded(pads), self.kept, (), self.threads, padding=False)
+            except TTileError:
+                self._padded[key] = None
+        return self._padded[key]
 
     @property
     def singles(self) -> list:

@@ -50,7 +50,7 @@ class LevelsSampler(Sampler):
     def choices(self, space):
         return space.singles if self.options["singles_only"] else space.choices
 
-    def sample(self, space):
+    def draw(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
         parallel = self.draw_parallel(space, choice, reuse)
@@ -79,7 +79,7 @@ class NonDivisibleSampler(LevelsSampler):
     def choices(self, space):
         return space.singles
 
-    def sample(self, space):
+    def draw(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
         parallel = self.draw_parallel(space, choice, reuse)

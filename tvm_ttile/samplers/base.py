@@ -15,7 +15,9 @@ from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, remainin
 # Options every sampler has (its own OPTIONS add to them).
 COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1: exact (one chunk per thread, "
                                       "TTile's reservation), multiple (a multiple of the thread count), balanced "
-                                      "(at least 4x it), or any (a kind drawn uniformly among those that fit)")}
+                                      "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
+                  "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
+                               "(Space.padding; 0: never pad, 1: always)")}
 
 
 class Sampler:
@@ -36,6 +38,8 @@ class Sampler:
         if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
             raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
                              f"got {self.options['parallel']!r}")
+        if not 0 <= self.options["pad"] <= 1:
+            raise TTileError(f"sampler option 'pad' is a share in [0, 1], got {self.options['pad']}")
         self.seed = seed
         self.rng = random.Random(seed)
 
@@ -44,7 +48,30 @@ class Sampler:
         return space.choices
 
     def sample(self, space: Space) -> Scheme:
+        """A scheme: first the padding of the problem's awkward dimensions (draw_padding), then the loops."""
+        pads = self.draw_padding(space)
+        return self.draw(space.padded(pads)).with_pads(pads) if pads else self.draw(space)
+
+    def draw(self, space: Space) -> Scheme:
+        """The loop specifiers of a scheme for `space`'s problem as it is (each sampler's own draw)."""
         raise NotImplementedError
+
+    def draw_padding(self, space: Space) -> dict:
+        """{dim: padded size}: each awkward dimension padded in a share `pad` of the draws, to a target drawn
+        uniformly (Space.padding). A friendly problem draws no random number, so its schemes stay what every
+        seed gave before padding existed. When nothing fits the problem unpadded, every draw pads."""
+        if not space.padding:
+            return {}
+        must = not self.choices(space)
+        for _ in range(100):
+            pads = {d: self.rng.choice(targets) for d, targets in sorted(space.padding.items())
+                    if self.rng.random() < self.options["pad"]}
+            sub = space.padded(pads) if pads else None
+            if pads and (sub is None or not self.choices(sub)):
+                continue
+            if pads or not must:
+                return pads
+        raise TTileError(f"sampler {self.NAME!r}: nothing to draw from for {space.problem.size}, padded or not")
 
     def sample_many(self, space: Space, n: int, unique: bool = True, max_tries: int = 50) -> list:
         """n schemes; with unique=True, distinct ones (fewer if the space has fewer)."""

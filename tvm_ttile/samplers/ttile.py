@@ -19,7 +19,7 @@ class TTileSampler(Sampler):
             if not 0 <= self.options[name] <= 1:
                 raise TTileError(f"sampler 'ttile' option {name!r} is a share in [0, 1], got {self.options[name]}")
 
-    def sample(self, space):
+    def draw(self, space):
         choice = self.draw_choice(space)
         reuse = self.draw_reuse(space, choice)
         parallel = self.draw_parallel(space, choice, reuse)
