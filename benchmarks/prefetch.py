@@ -51,7 +51,7 @@ def main():
         op = dataclasses.replace(get_layer(layer), prepack=True)
         work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile", layer + "-prepack", 0, cpu.isa.name)
         scheme = scheme_of_schedule(tvm.s_tir.Schedule(best_module(op, work, cpu)))
-        timers.append(lambda op=op: LIBRARIES["numpy"](op, 1)[1])
+        timers.append(lambda op=op: LIBRARIES["numpy"]["Matmul"](op, 1)[1])
         rows.append({"layer": layer, "variant": "numpy", "scheme": None})
         for d in distances:
             func = op.prim_func(cpu.lanes)

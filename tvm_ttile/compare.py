@@ -14,7 +14,7 @@ import platform
 import statistics
 import time
 
-from .baselines import SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
+from .baselines import LIBRARY_SYSTEMS, SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
 from .errors import TTileError
 from .measure import MeasureSettings
 from .samplers import options_text
@@ -176,7 +176,7 @@ def headline(data, baseline="metaschedule", tolerance=0.05) -> dict:
             med = statistics.median(math.inf if v is None else v for v in reach)  # a seed that never got there: inf
             row[key] = None if med == math.inf else med
             row[key + "_seeds"] = f"{sum(v is not None for v in reach)}/{len(reach)}"
-        libs = [summ[layer][s]["gflops"] for s in ("onednn", "onnxruntime") if s in summ[layer]]
+        libs = [summ[layer][s]["gflops"] for s in LIBRARY_SYSTEMS if s in summ[layer]]
         row["beats_libraries"] = (summ[layer]["tvm_ttile"]["gflops"] >= max(libs)) if libs else None
         rows.append(row)
     ratios = [r["ratio"] for r in rows]
@@ -186,6 +186,53 @@ def headline(data, baseline="metaschedule", tolerance=0.05) -> dict:
             "with_libraries": sum(1 for r in rows if r["beats_libraries"] is not None)}
 
 
+def against_libraries(data) -> dict:
+    """tvm_ttile against the fastest library on each layer (GFLOPS ratio, both timed again side by side):
+    per layer the library and the ratio, their geometric mean, and the layers under 0.9x and 0.95x."""
+    summ, rows = summary(data), []
+    for layer, v in summ.items():
+        libs = {s: v[s]["gflops"] for s in LIBRARY_SYSTEMS if s in v}
+        if "tvm_ttile" not in v or not libs:
+            continue
+        best = max(libs, key=libs.get)
+        rows.append({"layer": layer, "library": best, "ratio": v["tvm_ttile"]["gflops"] / libs[best]})
+    ratios = [r["ratio"] for r in rows]
+    return {"rows": rows, "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+            "under_0.95": [r["layer"] for r in rows if r["ratio"] < 0.95],
+            "under_0.9": [r["layer"] for r in rows if r["ratio"] < 0.9]}
+
+
+def _library_lines(data) -> list:
+    a = against_libraries(data)
+    if not a["rows"]:
+        return []
+    lines = ["", f"tvm_ttile against the fastest library per layer (GFLOPS ratio, timed side by side): geometric "
+             f"mean **{a['geomean']:.3f}** over {len(a['rows'])} layers; under 0.95x on {len(a['under_0.95'])} "
+             f"({', '.join(a['under_0.95']) or 'none'}), under 0.9x on {len(a['under_0.9'])}. "
+             "Plot: vs_best_library.png.", "", "| layer | fastest library | tvm_ttile / it |", "|---|---|---:|"]
+    lines += [f"| {r['layer']} | {r['library']} | {r['ratio']:.2f} |" for r in a["rows"]]
+    return lines
+
+
+def _plot_against_libraries(data, out_dir, plt) -> None:
+    a = against_libraries(data)
+    if not a["rows"]:
+        return
+    fig, ax = plt.subplots(figsize=(max(6, 0.3 * len(a["rows"]) + 2), 4))
+    ratios = [r["ratio"] for r in a["rows"]]
+    ax.bar(range(len(ratios)), ratios, color=["tab:green" if x >= 0.95 else "tab:orange" if x >= 0.9 else "tab:red"
+                                              for x in ratios])
+    for y, style in ((1.0, "-"), (0.95, "--"), (0.9, ":")):
+        ax.axhline(y, color="black", lw=0.8, ls=style)
+    ax.set_xticks(range(len(ratios)))
+    ax.set_xticklabels([r["layer"] for r in a["rows"]], rotation=90, fontsize=7)
+    ax.set_ylabel("tvm_ttile / fastest library")
+    ax.set_title(f"{data['threads']} thread(s), {data['machine']['cpu']}: geometric mean {a['geomean']:.2f}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "vs_best_library.png"), dpi=100)
+    plt.close(fig)
+
+
 def _headline_lines(data) -> list:
     h = headline(data)
     if not h["rows"]:
@@ -193,7 +240,7 @@ def _headline_lines(data) -> list:
     fmt = lambda v: "not reached" if v is None else f"{v:.0f}"  # noqa: E731
     lines = ["", f"tvm_ttile ({data['ttile_budget']} trials) against {h['baseline']} ({data['budget']} trials): "
              f"geometric mean of the GFLOPS ratio **{h['geomean_ratio']:.3f}** over {len(h['rows'])} layers; "
-             f"at least as fast as the faster of oneDNN and ONNX Runtime on **{h['beats_libraries']} of "
+             f"at least as fast as the fastest library on **{h['beats_libraries']} of "
              f"{h['with_libraries']}** layers.", "",
              f"Trials to reach {h['baseline']}'s best (as measured while tuning, so at different moments: single "
              "timings vary by 4-8% here; medians over seeds, a seed that never got there counting as infinite; "
@@ -244,10 +291,12 @@ def _write(data, out_dir):
             t = v.get("tvm_ttile")
             cells = [f"{t['gflops'] / v[s]['gflops']:.2f}" if t and s in v else "-" for s in systems if s != "tvm_ttile"]
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines += _library_lines(data)
     lines += _headline_lines(data)
     with open(os.path.join(out_dir, "compare.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
+    _plot_against_libraries(data, out_dir, plt)
     layers = list(data["results"])
     fig, axes = plt.subplots(len(layers), 2, figsize=(11, 3.2 * len(layers)), squeeze=False)
     for row, layer in zip(axes, layers):

@@ -278,9 +278,9 @@ def pack_weights(sch, block, op: str, size: int) -> int:
       a copy annotated as MetaSchedule's layout-rewrite preprocessing, which its builder drops when timing
       (the runner passes packed weights) and Relax's SplitLayoutRewritePreproc + FoldConstant run once at
       build time;
-    - weights read through a copy made inside the function (zeros to whole vectors, a Pad specifier, the dense
-      layout's transpose) have that copy write the blocked layout, at each call, timed with the function.
-      (MetaSchedule cannot split such a copy off as preprocessing: its body is a select, not a load.)
+    - weights read through a copy made inside the function (to whole vectors, the dense layout's transpose, a
+      Pad specifier's zeros) have that copy write the blocked layout, at each call, timed with the function.
+      (MetaSchedule can split off as preprocessing only a copy that loads at the plain loop variables.)
     Only weights read in place as WEIGHT_INDICES. Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
@@ -293,9 +293,10 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     reads = stmt.reads
     index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))
     params = list(func.params)
+    free = func.attrs.get("layout_free_buffers") if func.attrs is not None else None
+    free = [params[int(i)] for i in free or ()]  # 0.27: parameters are the buffers themselves
     if any(load.source.same_as(p) for p in params):
-        free = func.attrs.get("layout_free_buffers") if func.attrs is not None else None
-        if not free or not any(load.source.same_as(params[int(i)]) for i in free):  # 0.27: params are buffers
+        if not any(load.source.same_as(p) for p in free):
             return 0
         cache = sch.cache_read(block, index, "global")
         sch.annotate(cache, LAYOUT_REWRITE, True)

@@ -65,9 +65,9 @@ class Conv2d:
 
     def te(self, vector_lanes: int | None = None):
         """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0.
-        With `vector_lanes` and K not a multiple of it, K is padded with zero weights to whole vectors
-        (stage `W_pad`) and the extra output channels are dropped (stage `O_unpad`): both copies are
-        part of the timed function, so the padding's cost shows in every result."""
+        With `vector_lanes` and K not a multiple of it, K is padded to whole vectors (stage `W_pad`, repeating
+        the last channel's weights: the extra channels are dropped by stage `O_unpad`): both copies are part of
+        the timed function, so the padding's cost shows in every result."""
         from tvm import te
 
         inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
@@ -75,7 +75,7 @@ class Conv2d:
         kp = _padded(self.K, vector_lanes)
         wgt = wgt_in if kp == self.K else te.compute(
             (self.R, self.S, self.C, kp),
-            lambda r, s, c, k: te.if_then_else(k < self.K, wgt_in[r, s, c, te.min(k, self.K - 1)], 0.0), name="W_pad")
+            lambda r, s, c, k: wgt_in[r, s, c, te.min(k, self.K - 1)], name="W_pad")
         src = inp
         if any(self.pads):
             top, left, bottom, right = self.pads
@@ -165,8 +165,8 @@ class Matmul:
         return (self.M, self.N)
 
     def te(self, vector_lanes: int | None = None):
-        """With `vector_lanes`, N is padded to whole vectors (B_pad, C_unpad; as for conv2d's K), and the
-        dense form is computed from a [K, N] copy of W (`W_packed`) so that j is contiguous."""
+        """With `vector_lanes`, N is padded to whole vectors (B_pad, C_unpad; as for conv2d's K, the last column
+        repeated), and the dense form is computed from a [K, N] copy of W (`W_packed`) so that j is contiguous."""
         from tvm import te
 
         a = te.placeholder((self.M, self.K), self.dtype, name="A")
@@ -181,7 +181,7 @@ class Matmul:
         n, np_ = self.N, _padded(self.N, vector_lanes)
         at = (lambda kk, j: b_in[te.min(j, n - 1), kk]) if self.dense else (lambda kk, j: b_in[kk, te.min(j, n - 1)])
         if self.dense or np_ != n:
-            b = te.compute((self.K, np_), lambda kk, j: te.if_then_else(j < n, at(kk, j), 0.0),
+            b = te.compute((self.K, np_), at,
                            name="W_packed" if self.dense else "B_pad")
         else:
             b = b_in

@@ -6,7 +6,7 @@
 SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, metaschedule, template-xgb,
 template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
 only, in the dense layout W[N,K] its computes are for; same builder and runner). Libraries: onednn, onnxruntime
-(conv2d), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py runs every
+(conv2d and matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py runs every
 one through the same checks.
 """
 from __future__ import annotations
@@ -180,14 +180,16 @@ class Library(System):
     """A vendor library timed as it is (libraries.LIBRARIES), its output checked against numpy."""
     tunes = False
 
-    def __init__(self, name, operator, color):
-        self.name, self.operators, self.color = name, (operator,), color
+    def __init__(self, name, color):
+        from .libraries import LIBRARIES
+
+        self.name, self.operators, self.color = name, tuple(LIBRARIES[name]), color
 
     def _call(self, operator, threads):
         from .libraries import LIBRARIES
 
         try:
-            return LIBRARIES[self.name](operator, threads)
+            return LIBRARIES[self.name][type(operator).__name__](operator, threads)
         except ImportError as e:
             raise TTileError(f"{self.name} is not installed ({e}); pip install 'tvm-ttile[libs]'") from None
 
@@ -206,8 +208,8 @@ class Library(System):
 
 SYSTEMS = {s.name: s for s in (
     TTile(), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple"),
-    TVMPolicy("template-random", "tab:gray"), AutoMCL(), Library("onednn", "Conv2d", "tab:orange"),
-    Library("onnxruntime", "Conv2d", "tab:red"), Library("numpy", "Matmul", "tab:red"))}
+    TVMPolicy("template-random", "tab:gray"), AutoMCL(), Library("onednn", "tab:orange"),
+    Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
 LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)
 

@@ -1,6 +1,7 @@
 """Library references, measured in this process with the same thread count: oneDNN through PyTorch's CPU
-build and ONNX Runtime's CPU kernels for conv2d (optional extras), numpy's BLAS for matmul. Each output is
-checked against the operator's numpy reference before its time is reported."""
+build and ONNX Runtime's CPU kernels (optional extras) for conv2d and matmul, numpy's BLAS for matmul. Weights
+are the libraries' constants (packed at set-up, as in a network); each output is checked against the operator's
+numpy reference before its time is reported."""
 from __future__ import annotations
 
 import statistics
@@ -86,7 +87,50 @@ def onnxruntime_conv2d(op, threads=1):
     return out, _time(run), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
 
 
-LIBRARIES = {"onednn": onednn_conv2d, "onnxruntime": onnxruntime_conv2d, "numpy": numpy_matmul}
+def onednn_matmul(op, threads=1):
+    """oneDNN's inner product (torch.utils.mkldnn's Linear) on operands already in oneDNN's layout, as between
+    the layers of a oneDNN network; torch.matmul would call MKL's BLAS instead."""
+    import torch
+    from torch.utils import mkldnn
+
+    torch.set_num_threads(threads)
+    a, b = op.random_inputs()
+    linear = torch.nn.Linear(op.K, op.N, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.from_numpy(b if op.dense else np.ascontiguousarray(b.T)))  # [N, K]
+    linear = mkldnn.to_mkldnn(linear)
+    x = torch.from_numpy(a).to_mkldnn()
+
+    def run():
+        with torch.no_grad():
+            return linear(x)
+
+    out = run().to_dense().numpy()
+    return out, _time(run), f"torch {torch.__version__} (oneDNN inner product)"
+
+
+def onnxruntime_matmul(op, threads=1):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    a, b = op.random_inputs()
+    bk = np.ascontiguousarray(b.T if op.dense else b)  # [K, N], a constant ONNX Runtime may prepack
+    node = helper.make_node("MatMul", ["a", "b"], ["c"])
+    graph = helper.make_graph([node], "matmul", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [op.M, op.K])],
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
+                              initializer=[helper.make_tensor("b", TensorProto.FLOAT, bk.shape, bk.flatten())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    run = lambda: sess.run(None, {"a": a})[0]  # noqa: E731
+    return run(), _time(run), f"onnxruntime {ort.__version__}"
+
+
+# Per library, the operators it times (by class name).
+LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul},
+             "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul},
+             "numpy": {"Matmul": numpy_matmul}}
 
 
 # --- whole networks (batch of one input, NCHW as the model was exported) ----------------------------------
