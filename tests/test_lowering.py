@@ -243,3 +243,29 @@ def _llvm_ir(module) -> str:
         return module.inspect_source("ll")
     except Exception:  # noqa: BLE001 - a module with no LLVM source (e.g. the host wrapper)
         return ""
+
+
+@pytest.mark.parametrize("make,text", [
+    (lambda L: Matmul(M=5, N=3 * L + 2, K=24, prepack=True), "[T(4,j),T(24,k),U(5,i),V(j)]"),
+    (lambda L: Matmul(M=5, N=3 * L + 2, K=24, dense=True, prepack=True), "[T(4,j),T(24,k),U(5,i),V(j)]"),
+    (lambda L: Matmul(M=5, N=4 * L, K=24, dense=True, prepack=True), "[T(4,j),T(24,k),U(5,i),V(j)]"),
+    (lambda L: Conv2d(K=L + 4, C=8, H=6, W=6, R=3, S=3, prepack=True), "[T(4,h),T(8,c),U(4,w),U(2,k),V(k)]"),
+])
+def test_constant_weights_padded_and_transposed_at_build_time(host, make, text):
+    """Constants (prepack) that are not whole vectors come padded with zeros, as a network's build pads them, and
+    a dense layer's transpose is a plain copy: both are packed at build time (the timed function takes the packed
+    layout), none is a copy per call; verification pads the operator's weights the same way (weights_for)."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from tvm_ttile.operators import weights_for
+
+    L = host.lanes
+    op = make(L)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    lowered = lower(problem, Scheme.parse(text), op.prim_func(L))
+    timed = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(lowered.sch.mod, remove_preproc=True)]
+    assert len(timed[1]) == len(op.random_inputs()[1].shape) + 1  # [vector blocks, ..., block]
+    assert np.prod(timed[1]) == np.prod(weights_for(op.random_inputs()[1], op.prim_func(L)).shape)
+    assert timed[2] == op.output_shape
+    got, ref = run(op, lowered.sch.mod, host.target())
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))

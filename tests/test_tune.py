@@ -251,7 +251,11 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
         assert all(r["retimed_gflops"] > 0 for r in data["results"]["tiny"][s])  # timed again side by side
     head = headline(data)
     assert len(head["rows"]) == 1 and head["geomean_ratio"] == pytest.approx(head["rows"][0]["ratio"])
-    assert head["with_libraries"] == 0  # numpy is not a conv2d library
+    assert head["with_libraries"] == 1  # numpy, a matmul library
+    libs = __import__("tvm_ttile.compare", fromlist=["against_libraries"]).against_libraries(data)
+    assert [r["library"] for r in libs["rows"]] == ["numpy"]
+    assert libs["geomean"] == pytest.approx(summ["tvm_ttile"]["gflops"] / summ["numpy"]["gflops"])
+    assert (tmp_path / "vs_best_library.png").exists()
     assert trials_to_reach([(1, 0.1, 5.0), (2, 0.2, 9.0), (3, 0.3, 9.0)], 8.0) == 2
     assert trials_to_reach([(1, 0.1, 5.0)], 8.0) is None
     for s in systems[:2]:

@@ -270,8 +270,9 @@ def _write(data, out_dir):
              f"(tvm_ttile {data['ttile_budget']}); seeds: tvm_ttile {data['seeds']}, TVM baselines "
              f"{data.get('baseline_seeds', data['seeds'])}; medians over seeds; measurement {data['measure']}; "
              f"versions {data['versions']}; {data['date']}.", "",
-             *(["Weights prepacked (--prepack): the TVM tuners' kernels read them packed once at build time, "
-                "untimed, as in a network; AutoMCL's computes and the libraries pack inside every call.", ""]
+             *(["Weights prepacked (--prepack): constants, as in a network; the TVM tuners' kernels read them "
+                "padded to whole vectors and packed once at build time, untimed; ONNX Runtime and oneDNN hold them "
+                "as constants in their own layouts; numpy and AutoMCL's computes pack inside every call.", ""]
                if data.get("prepack") else []),
              *([f"tvm_ttile's sampler options: {options_text(data['sampler_options'])}.", ""]
                if data.get("sampler_options") else []),

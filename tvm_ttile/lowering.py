@@ -279,8 +279,9 @@ def pack_weights(sch, block, op: str, size: int) -> int:
       (the runner passes packed weights) and Relax's SplitLayoutRewritePreproc + FoldConstant run once at
       build time;
     - weights read through a copy made inside the function (to whole vectors, the dense layout's transpose, a
-      Pad specifier's zeros) have that copy write the blocked layout, at each call, timed with the function.
-      (MetaSchedule can split off as preprocessing only a copy that loads at the plain loop variables.)
+      Pad specifier's zeros) have that copy write the blocked layout: at build time when it loads constants at
+      its plain loop variables (the only copy MetaSchedule can split off as preprocessing), else at each call,
+      timed with the function.
     Only weights read in place as WEIGHT_INDICES. Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
@@ -306,6 +307,9 @@ def pack_weights(sch, block, op: str, size: int) -> int:
                      if any(w.source.same_as(load.source) for w in sch.get(p).writes)), None)
         if copy is None:
             return 0
+        if _plain_load_of(sch.get(copy), free):  # e.g. the dense layout's transpose of constants
+            sch.annotate(copy, LAYOUT_REWRITE, True)
+            copy = None
     if len(load.indices) == 4:  # conv2d: [r, s, c, k] -> [k // size, r, s, c, k % size]
         sch.transform_layout(block, ("read", index), lambda r, s, c, k: (k // size, r, s, c, k % size))
     else:  # matmul: [k, j] -> [j // size, k, j % size]
@@ -313,6 +317,17 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     if copy is not None:
         _write_in_order(sch, copy, size)
     return size
+
+
+def _plain_load_of(stmt, buffers) -> bool:
+    """Whether block `stmt` stores a load of one of `buffers` at its plain iteration variables: the only copy
+    MetaSchedule can split off as build-time preprocessing (RemoveLayoutRewriteBlock)."""
+    value = getattr(stmt.body, "value", None)
+    if type(value).__name__ not in ("BufferLoad", "TensorLoad") or len(stmt.reads) != 1:
+        return False
+    ivs = [iv.var for iv in stmt.iter_vars]
+    return (any(value.source.same_as(b) for b in buffers)
+            and all(any(i.same_as(v) for v in ivs) for i in value.indices))
 
 
 def _write_in_order(sch, copy, size: int) -> None:

@@ -67,13 +67,14 @@ class Conv2d:
         """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0.
         With `vector_lanes` and K not a multiple of it, K is padded to whole vectors (stage `W_pad`, repeating
         the last channel's weights: the extra channels are dropped by stage `O_unpad`): both copies are part of
-        the timed function, so the padding's cost shows in every result."""
+        the timed function, so the padding's cost shows in every result. Constant weights (prepack) come padded
+        with zeros instead, as a network's build would make them (`weights_for`), and only O_unpad remains."""
         from tvm import te
 
         inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
-        wgt_in = te.placeholder((self.R, self.S, self.C, self.K), self.dtype, name="W")
         kp = _padded(self.K, vector_lanes)
-        wgt = wgt_in if kp == self.K else te.compute(
+        wgt_in = te.placeholder((self.R, self.S, self.C, kp if self.prepack else self.K), self.dtype, name="W")
+        wgt = wgt_in if kp == self.K or self.prepack else te.compute(
             (self.R, self.S, self.C, kp),
             lambda r, s, c, k: wgt_in[r, s, c, te.min(k, self.K - 1)], name="W_pad")
         src = inp
@@ -179,15 +180,20 @@ class Matmul:
         else:
             b_in = te.placeholder((self.K, self.N), self.dtype, name="B")
         n, np_ = self.N, _padded(self.N, vector_lanes)
+        if self.prepack and np_ != n:  # constants come padded with zeros, as a network's build makes them
+            b_in = te.placeholder((np_, self.K) if self.dense else (self.K, np_), self.dtype, name=b_in.name)
+            n = np_
         at = (lambda kk, j: b_in[te.min(j, n - 1), kk]) if self.dense else (lambda kk, j: b_in[kk, te.min(j, n - 1)])
+        if self.dense and n == np_:
+            at = lambda kk, j: b_in[j, kk]  # noqa: E731  (a plain transpose: prepacking can fold it at build time)
         if self.dense or np_ != n:
             b = te.compute((self.K, np_), at,
                            name="W_packed" if self.dense else "B_pad")
         else:
             b = b_in
         c = te.compute((self.M, np_), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
-        if np_ != n:
-            c = te.compute((self.M, n), lambda i, j: c[i, j], name="C_unpad")
+        if np_ != self.N:
+            c = te.compute((self.M, self.N), lambda i, j: c[i, j], name="C_unpad")
         return a, b_in, c
 
     def prim_func(self, vector_lanes: int | None = None):
@@ -208,7 +214,8 @@ def _prim_func(operator, vector_lanes):
     """With operator.prepack the weights are marked layout-free, as Relax marks a network's constant weights
     (AttachAttrLayoutFreeBuffers): a tuned kernel may then read them in a packed layout made once at build
     time (tvm_ttile's lowering.pack_weights, MetaSchedule's RewriteLayout) and timing leaves that packing out,
-    as in a compiled network. Verification still runs the packing, on weights in the operator's layout."""
+    as in a compiled network. Verification still runs the packing, on weights in the operator's layout (padded
+    to whole vectors with zeros when the function takes them so, see weights_for)."""
     from tvm import te
 
     func = te.create_prim_func(list(operator.te(vector_lanes)))
@@ -225,8 +232,18 @@ def run_against_reference(operator, mod, target, seed: int = 7):
     ref = operator.reference(a, b)
     dev = tvm.cpu()
     out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
-    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+    func = mod["main"] if isinstance(mod, tvm.IRModule) else mod
+    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(weights_for(b, func), dev), out)
     return out.numpy(), ref
+
+
+def weights_for(weights, func):
+    """The weights as `func` (an operator's PrimFunc) takes them: constants it declares padded to whole vectors
+    get zeros appended, as a network's build pads them."""
+    shape = [int(x) for x in func.params[1].shape]
+    if list(weights.shape) == shape:
+        return weights
+    return np.pad(weights, [(0, want - have) for have, want in zip(weights.shape, shape)])
 
 
 def _padded(n: int, lanes: int | None) -> int:
