@@ -66,25 +66,31 @@ def onednn_conv2d(op, threads=1):
 
 
 def onnxruntime_conv2d(op, threads=1):
+    from onnx import helper
+
+    x, w = op.random_inputs()
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=list(op.pads),  # t, l, b, r
+                            dilations=[op.dilation] * 2)
+    xn = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    run, version = _onnxruntime_node(node, xn, np.ascontiguousarray(w.transpose(3, 2, 0, 1)), threads)  # KCRS
+    return run().transpose(0, 2, 3, 1), _time(run), version
+
+
+def _onnxruntime_node(node, x, weights, threads):
+    """(run, version): one ONNX node on input "x" = `x` with its weights "w" as an initializer (a constant ONNX
+    Runtime may prepack), in a session of `threads` threads."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    x, w = op.random_inputs()
-    wk = np.ascontiguousarray(w.transpose(3, 2, 0, 1))  # KCRS
-    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=list(op.pads),  # t, l, b, r
-                            dilations=[op.dilation] * 2)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [op.N, op.C, op.H, op.W])],
+    graph = helper.make_graph([node], node.op_type, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=[helper.make_tensor("w", TensorProto.FLOAT, wk.shape, wk.flatten())])
+                              initializer=[helper.make_tensor("w", TensorProto.FLOAT, weights.shape, weights.flatten())])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    xn = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    run = lambda: sess.run(None, {"x": xn})[0]  # noqa: E731
-    out = run().transpose(0, 2, 3, 1)
-    return out, _time(run), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
+    return (lambda: sess.run(None, {"x": x})[0]), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
 
 
 def onednn_matmul(op, threads=1):
@@ -110,21 +116,12 @@ def onednn_matmul(op, threads=1):
 
 
 def onnxruntime_matmul(op, threads=1):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     a, b = op.random_inputs()
-    bk = np.ascontiguousarray(b.T if op.dense else b)  # [K, N], a constant ONNX Runtime may prepack
-    node = helper.make_node("MatMul", ["a", "b"], ["c"])
-    graph = helper.make_graph([node], "matmul", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [op.M, op.K])],
-                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
-                              initializer=[helper.make_tensor("b", TensorProto.FLOAT, bk.shape, bk.flatten())])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    run = lambda: sess.run(None, {"a": a})[0]  # noqa: E731
-    return run(), _time(run), f"onnxruntime {ort.__version__}"
+    run, version = _onnxruntime_node(helper.make_node("MatMul", ["x", "w"], ["y"]), a,
+                                     np.ascontiguousarray(b.T if op.dense else b), threads)  # [K, N]
+    return run(), _time(run), version
 
 
 # Per library, the operators it times (by class name).
