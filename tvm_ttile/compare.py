@@ -227,7 +227,8 @@ def _plot_against_libraries(data, out_dir, plt) -> None:
     ax.set_xticks(range(len(ratios)))
     ax.set_xticklabels([r["layer"] for r in a["rows"]], rotation=90, fontsize=7)
     ax.set_ylabel("tvm_ttile / fastest library")
-    ax.set_title(f"{data['threads']} thread(s), {data['machine']['cpu']}: geometric mean {a['geomean']:.2f}", fontsize=9)
+    ax.set_title(f"{data['threads']} thread(s), {data['machine']['cpu']}: geometric mean {a['geomean']:.2f}",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "vs_best_library.png"), dpi=100)
     plt.close(fig)

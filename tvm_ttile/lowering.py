@@ -358,8 +358,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
           prefetch: int | None = None) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
-    marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which the microkernels
-    prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
+    marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
+    the microkernels prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     text, notes = scheme.text, []

@@ -55,7 +55,8 @@ class Problem:
             return self
         bad = sorted(set(pads) - set(PADDABLE[self.op]))
         if bad:
-            raise TTileError(f"{self.op} cannot pad {', '.join(bad)}; it can pad {', '.join(PADDABLE[self.op]) or 'nothing'}")
+            can = ", ".join(PADDABLE[self.op]) or "nothing"
+            raise TTileError(f"{self.op} cannot pad {', '.join(bad)}; it can pad {can}")
         size = self.size
         grow = pads.get(self.vector, size[self.vector]) - size[self.vector]
         return dataclasses.replace(self, sizes=tuple((d, pads.get(d, n)) for d, n in self.sizes),

@@ -6,8 +6,8 @@
 SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, metaschedule, template-xgb,
 template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
 only, in the dense layout W[N,K] its computes are for; same builder and runner). Libraries: onednn, onnxruntime
-(conv2d and matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py runs every
-one through the same checks.
+(conv2d and matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
+runs every one through the same checks.
 """
 from __future__ import annotations
 
