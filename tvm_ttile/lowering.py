@@ -348,7 +348,7 @@ def _write_in_order(sch, copy, size: int) -> None:
 # Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Off: on the
 # Zen 3 matmul prefetching 16 steps ahead gained 3% (geometric mean of 10 shapes, prepacked weights,
 # benchmarks/results/prefetch.md) but on the Zen 4 it lost 2% prepacked (0.935-1.002,
-# results/awkward_zen4/prefetch_zen4.md) and up to 2x on weights read in place or through a padding copy
+# results/awkward_zen4/prefetch_zen4.md) and up to 2.4x on weights read in place or through a padding copy
 # (results/awkward_zen4/NOTES.md); conv2d prefetching made ResNet-18 5% slower on the Zen 3
 # (results/end_to_end_zen3/builds_side_by_side_prefetch.md). lower(prefetch=) still asks for it.
 WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0}
