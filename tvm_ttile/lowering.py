@@ -24,7 +24,7 @@ from .microkernels import intrin
 from .microkernels.spec import Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .space import DIMS, PADDABLE, REDUCTION, Problem, microkernel_of
+from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
 BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
@@ -238,10 +238,7 @@ def pad(sch, problem: Problem, pads: dict) -> list:
     """Pad the operator's block to `pads` ({dim: size}) with TVM's pad_einsum: zero-filled copies of the
     operands it reads and a copy of the outputs it keeps, separate passes timed with the function. A copy of a
     copy (a vector-padded weight padded again) becomes one; notes say where that failed."""
-    bad = sorted(set(pads) - set(PADDABLE[problem.op]))
-    if bad:
-        raise TTileError(f"{problem.op} cannot be padded along {', '.join(bad)} "
-                         f"(paddable: {', '.join(PADDABLE[problem.op]) or 'none'})")
+    problem.padded(pads)  # refuses dimensions the operator cannot pad
     block = sch.get_sblock(BLOCK[problem.op])
     size = problem.size
     before = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}

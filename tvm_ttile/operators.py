@@ -172,23 +172,20 @@ class Matmul:
 
         a = te.placeholder((self.M, self.K), self.dtype, name="A")
         k = te.reduce_axis((0, self.K), name="k")
+        np_ = _padded(self.N, vector_lanes)
+        n = np_ if self.prepack else self.N  # constants come padded with zeros, as a network's build makes them
         if self.dense:
-            b_in = te.placeholder((self.N, self.K), self.dtype, name="W")
+            b_in = te.placeholder((n, self.K), self.dtype, name="W")
             if vector_lanes is None:
                 c = te.compute((self.M, self.N), lambda i, j: te.sum(a[i, k] * b_in[j, k], axis=k), name="dense")
                 return a, b_in, c
         else:
-            b_in = te.placeholder((self.K, self.N), self.dtype, name="B")
-        n, np_ = self.N, _padded(self.N, vector_lanes)
-        if self.prepack and np_ != n:  # constants come padded with zeros, as a network's build makes them
-            b_in = te.placeholder((np_, self.K) if self.dense else (self.K, np_), self.dtype, name=b_in.name)
-            n = np_
-        at = (lambda kk, j: b_in[te.min(j, n - 1), kk]) if self.dense else (lambda kk, j: b_in[kk, te.min(j, n - 1)])
-        if self.dense and n == np_:
-            at = lambda kk, j: b_in[j, kk]  # noqa: E731  (a plain transpose: prepacking can fold it at build time)
-        if self.dense or np_ != n:
-            b = te.compute((self.K, np_), at,
-                           name="W_packed" if self.dense else "B_pad")
+            b_in = te.placeholder((self.K, n), self.dtype, name="B")
+        last = lambda j: j if n == np_ else te.min(j, n - 1)  # noqa: E731  (plain indices: prepacking folds the copy)
+        if self.dense:
+            b = te.compute((self.K, np_), lambda kk, j: b_in[last(j), kk], name="W_packed")
+        elif n != np_:
+            b = te.compute((self.K, np_), lambda kk, j: b_in[kk, last(j)], name="B_pad")
         else:
             b = b_in
         c = te.compute((self.M, np_), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")

@@ -246,8 +246,7 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
 def pad_targets(problem: Problem, kept: list) -> dict:
     """Per dimension the structured space tiles badly, the friendlier sizes it may be padded to (at most
     MAX_PAD_GROWTH more): rows no kept microkernel of 4 rows or more divides, a reduction with no divisor in
-    REDUCTION_BLOCK (it cannot be blocked for the caches: a prime K streams all of it per microkernel call),
-    vectors with no divisor in 2..6. Targets: the next multiples of PAD_MULTIPLES and of the kept
+    REDUCTION_BLOCK (no reduction tile below the whole of it), vectors with no divisor in 2..6. Targets: the next multiples of PAD_MULTIPLES and of the kept
     microkernels' sizes along the dimension. {} for a friendly problem."""
     size, lanes, out = problem.size, problem.lanes, {}
     vector = problem.vector
@@ -302,7 +301,7 @@ class Space:
         if not self.choices and fallback:
             self.choices = [c for c in admissible(problem, list(fallback)) if not c.combined][:4]
             self.fallback_used = bool(self.choices)
-        self.kept, self.fallback = kept, fallback
+        self.kept = kept
         self._padded = {}
         # Padding is a choice next to partial tiles and Lambdas: each target kept only if its space exists.
         self.padding = {d: [t for t in targets if self.padded({d: t}) is not None]
