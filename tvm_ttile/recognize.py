@@ -1,0 +1,279 @@
+"""Which contraction a PrimFunc computes, read from its computation, never from block or loop names.
+
+A contraction is a block whose body accumulates the product of two buffer loads over reduction loops,
+out[...] = out[...] + x[...] * y[...]. Its kind and the role of each iteration variable follow from the index
+expressions alone:
+- every index a plain variable: a matmul when one reduction variable is shared by the two operands, each of
+  the two other output variables belonging to one operand; variables in both operands and the output are
+  batch dimensions (batch matmul);
+- an input index of the form h * stride + r * dilation (a sliding window): a convolution, NHWC when the output's
+  channel is its last index (the weights' variable), depthwise when the output channel also indexes the input
+  and nothing else is reduced, grouped when the input channel is computed from the output channel.
+The weights (the operand holding the output's innermost, vectorized variable) and the input may be read in
+any layout; `Contraction.transposed` says which ones lowering must copy into the microkernels' layout.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import tvm
+from tvm.sym.analyzer import Analyzer
+from tvm.sym.pattern import detect_linear_equation
+from tvm.tirx.analysis import undefined_vars
+
+from .errors import TTileError
+
+# Canonical iteration order per operator: the block iterators lowering works on (batch variables come first).
+CANONICAL = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
+# The layouts the microkernels read, by canonical dimension: input, weights, output.
+LAYOUTS = {"conv2d": (("n", "h", "w", "c"), ("r", "s", "c", "k"), ("n", "h", "w", "k")),
+           "matmul": (("i", "k"), ("k", "j"), ("i", "j"))}
+# Kinds tvm_ttile recognizes, and the operator whose structured space tunes each (None: recognized, refused).
+KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "conv2d_nchw": None,
+         "depthwise_conv2d": None, "grouped_conv2d": None}
+REFUSALS = {
+    "conv2d_nchw": "an NCHW conv2d: tvm_ttile tunes NHWC/HWIO; convert the layout first, e.g. "
+                   "relax.transform.ConvertLayout({'relax.nn.conv2d': ['NHWC', 'HWIO']}) as tvm-ttile tune-model does",
+    "depthwise_conv2d": "a depthwise convolution: tvm_ttile has no depthwise microkernels yet",
+    "grouped_conv2d": "a grouped convolution: tvm_ttile does not tune grouped convolutions yet",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Contraction:
+    """One recognized contraction block. `dims` maps each canonical dimension to the index of its block
+    iterator; `batch` lists the batch iterators (batch matmul), outermost first."""
+
+    kind: str
+    block: str  # the block's name, only to find it again and to name it in messages
+    dims: tuple  # ((canonical dim, block iterator index), ...) in CANONICAL order
+    extents: tuple  # ((canonical dim, extent), ...)
+    batch: tuple = ()  # ((block iterator index, extent), ...)
+    stride: int = 1
+    dilation: int = 1
+    transposed: tuple = ()  # operands ("input", "weights") not read in LAYOUTS order
+    weights_first: bool = False  # the product is written weights * input
+
+    @property
+    def op(self) -> str | None:
+        return KINDS[self.kind]
+
+    @property
+    def batch_size(self) -> int:
+        size = 1
+        for _, e in self.batch:
+            size *= e
+        return size
+
+    def refusal(self) -> str | None:
+        """Why tvm_ttile cannot tune this contraction (one line), None when it can."""
+        if self.kind in REFUSALS:
+            return f"block {self.block!r} is {REFUSALS[self.kind]}"
+        if self.weights_first:
+            return (f"block {self.block!r} is a {self.kind} whose product reads the weights first (w * x); "
+                    "tvm_ttile's microkernels match x * w")
+        return None
+
+    def order(self) -> list:
+        """Block iterator indices in lowering's order: batch iterators, then CANONICAL."""
+        dims = dict(self.dims)
+        return [i for i, _ in self.batch] + [dims[d] for d in CANONICAL[self.op]]
+
+
+def blocks(sch) -> list:
+    """Every block of the schedule's function, outermost first."""
+    out, todo = [], [sch.get_sblock("root")]
+    while todo:
+        rv = todo.pop(0)
+        children = sch.get_child_blocks(rv)
+        out += children
+        todo += children
+    return out
+
+
+LOADS = ("BufferLoad", "TensorLoad")  # TVM 0.27's TIR reads buffers with either
+
+
+def _product(value):
+    """(accumulator load, x, y) of `acc + x * y` (either order of the sum), else None."""
+    kind = type(value).__name__
+    if kind != "Add":
+        return None
+    for acc, prod in ((value.a, value.b), (value.b, value.a)):
+        if type(acc).__name__ in LOADS and type(prod).__name__ == "Mul":
+            x, y = prod.a, prod.b
+            if type(x).__name__ in LOADS and type(y).__name__ in LOADS:
+                return acc, x, y
+    return None
+
+
+def _index(expr, ivars, analyzer):
+    """{iterator index: coefficient} of an affine index (constants ignored), or (None, used iterators) when
+    it is not affine in the iterators. Simplified first within the iterators' ranges (co // CO -> 0)."""
+    expr = analyzer.simplify(expr)
+    used = [i for i, v in enumerate(ivars) if any(u.same_as(v) for u in undefined_vars(expr))]
+    coef = detect_linear_equation(expr, [ivars[i] for i in used]) if used else [expr]
+    if len(coef) != len(used) + 1 or not all(isinstance(c, tvm.tirx.IntImm) for c in coef[:-1]):
+        return None, set(used)
+    return {i: int(c) for i, c in zip(used, coef[:-1]) if int(c) != 0}, set(used)
+
+
+def recognize_block(stmt) -> Contraction | str:
+    """The Contraction a block computes, or one line saying why it is none."""
+    name = stmt.name_hint
+    ivars = [iv.var for iv in stmt.iter_vars]
+    reduce = {i for i, iv in enumerate(stmt.iter_vars) if int(iv.iter_type) == tvm.tirx.IterVar.CommReduce}
+    if not reduce:
+        return f"block {name!r} reduces nothing"
+    store = stmt.body
+    if type(store).__name__ != "BufferStore":
+        return f"block {name!r} is not a single store"
+    parts = _product(store.value)
+    if parts is None:
+        return f"block {name!r} does not accumulate a product of two loads (out = out + x * y)"
+    acc, x, y = parts
+    if not acc.source.same_as(store.buffer) or any(not a.same_as(b) for a, b in zip(acc.indices, store.indices)):
+        return f"block {name!r} does not accumulate into the element it stores"
+    if any(str(b.dtype) != "float32" for b in (store.buffer, x.source, y.source)):
+        return f"block {name!r} is not float32 (tvm_ttile's microkernels are float32)"
+    analyzer = Analyzer()
+    for iv in stmt.iter_vars:  # not the unit ones: they would become 0 and leave the indices
+        if int(iv.dom.extent) > 1:
+            analyzer.bind(iv.var, iv.dom)
+    out = []
+    for e in store.indices:
+        terms, _ = _index(e, ivars, analyzer)
+        if terms is None or len(terms) != 1 or next(iter(terms.values())) != 1:
+            return f"block {name!r} does not store at plain iterators"
+        out.append(next(iter(terms)))
+    if set(out) & reduce or len(set(out)) != len(out):
+        return f"block {name!r} stores at a reduction iterator"
+    loads = [[_index(e, ivars, analyzer) for e in ld.indices] for ld in (x, y)]
+    extent = {i: int(iv.dom.extent) for i, iv in enumerate(stmt.iter_vars)}
+    compound = [any(t is None or len(t) > 1 for t, _ in idx) for idx in loads]
+    if any(compound):
+        return _convolution(name, out, reduce, loads, compound, extent)
+    return _matmul(name, out, reduce, loads, extent)
+
+
+def _plain(idx) -> list:
+    return [next(iter(t)) if t else None for t, _ in idx]
+
+
+def _matmul(name, out, reduce, loads, extent):
+    xv, yv = (_plain(idx) for idx in loads)
+    shared = set(xv) & set(yv)
+    red = [i for i in reduce if i in shared]
+    if len(red) != 1 or set(reduce) - {red[0]}:
+        return f"block {name!r} is a contraction over {len(reduce)} reduction iterators, not a matmul"
+    j = out[-1]  # the output's innermost variable: the microkernels' vector dimension
+    batch = [i for i in out if i in shared]
+    rest = [i for i in out if i not in shared]
+    if len(rest) != 2 or j not in rest:
+        return f"block {name!r} is not a matmul: its output is not (batch..., rows, columns)"
+    i = rest[0]
+    weights_first = j in xv
+    inp, wgt = (yv, xv) if weights_first else (xv, yv)
+    if i not in inp or j not in wgt or any(v is None for v in inp + wgt):
+        return f"block {name!r} is not a matmul: each operand must hold one output variable and the reduction"
+    k = red[0]
+    if inp[-2:] not in ([i, k], [k, i]) or wgt[-2:] not in ([k, j], [j, k]) or out[:-2] != batch \
+            or inp[:-2] != batch or wgt[:-2] != batch:
+        return f"block {name!r} is not a matmul: its batch iterators are not the outermost of every operand"
+    transposed = tuple(n for n, v, want in (("input", inp, [i, k]), ("weights", wgt, [k, j])) if v[-2:] != want)
+    dims = (("i", i), ("j", j), ("k", k))
+    return Contraction("batch_matmul" if batch else "matmul", name, dims, tuple((d, extent[v]) for d, v in dims),
+                       tuple((b, extent[b]) for b in batch), transposed=transposed, weights_first=weights_first)
+
+
+def _convolution(name, out, reduce, loads, compound, extent):
+    if len(out) != 4 or sum(compound) != 1:
+        return f"block {name!r} is not a 2-d convolution (a 4-d output and one input read through windows)"
+    xi = compound.index(True)
+    inp, wgt = loads[xi], loads[1 - xi]
+    weights_first = xi == 1
+    windows = [(pos, t) for pos, (t, _) in enumerate(inp) if t is not None and len(t) == 2]
+    if len(windows) != 2:
+        return f"block {name!r} is not a 2-d convolution (it reads {len(windows)} sliding windows, not 2)"
+    spatial, taps, steps = [], [], []
+    for _, t in windows:
+        (a, ca), (b, cb) = sorted(t.items(), key=lambda kv: kv[0] in reduce)
+        if a in reduce or b not in reduce:
+            return f"block {name!r} is not a 2-d convolution (a window is not output * stride + tap * dilation)"
+        spatial.append(a)
+        taps.append(b)
+        steps.append((ca, cb))
+    if steps[0] != steps[1]:
+        return f"block {name!r} is a convolution with different strides or dilations along h and w"
+    stride, dilation = steps[0]
+    h, w = spatial
+    r, s = taps
+    n = next((v for v in out if v not in (h, w) and v in _plain(inp)), None)
+    wv = _plain(wgt)
+    ch_out = [v for v in out if v not in (h, w, n)]
+    if n is None or len(ch_out) != 1:
+        return f"block {name!r} is not a 2-d convolution (no batch or no output channel)"
+    k = ch_out[0]
+    dims = {"n": n, "h": h, "w": w, "k": k, "r": r, "s": s}
+    rest = set(reduce) - {r, s}
+    layout = "nchw" if out.index(k) == 1 else "nhwc" if out.index(k) == 3 else None
+    channel = [pos for pos, (t, used) in enumerate(inp) if pos not in dict(windows) and (t is None or n not in t)]
+    if layout is None or len(channel) != 1:
+        return f"block {name!r} is a convolution in a layout tvm_ttile does not know"
+    t, used = inp[channel[0]]
+    if t is not None and k in t and not rest:
+        kind, dims["c"] = "depthwise_conv2d", k
+    elif t is None and k in used:
+        kind = "grouped_conv2d"
+    elif t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1 and k in wv:
+        dims["c"] = next(iter(rest))
+        kind = "conv2d" if layout == "nhwc" else "conv2d_nchw"
+    else:
+        return f"block {name!r} is a convolution tvm_ttile does not know (input channel index {t or used})"
+    order = CANONICAL["conv2d"]
+    extents = tuple((d, extent[dims[d]]) for d in order if d in dims)
+    transposed = ()
+    if kind == "conv2d":
+        want_in, want_w, _ = LAYOUTS["conv2d"]
+        names = {v: d for d, v in dims.items()}
+        got_in = [names.get(next(iter(tt)) if tt and len(tt) == 1 else None) if pos not in dict(windows)
+                  else ("h", "w")[[p for p, _ in windows].index(pos)] for pos, (tt, _) in enumerate(inp)]
+        got_w = [names.get(v) for v in wv]
+        transposed = tuple(nm for nm, got, want in (("input", got_in, want_in), ("weights", got_w, want_w))
+                           if tuple(got) != want)
+        if "input" in transposed:
+            return f"block {name!r} is a conv2d whose input is not NHWC ({''.join(str(g) for g in got_in)})"
+    return Contraction(kind, name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
+                       transposed, weights_first)
+
+
+def recognize(func) -> Contraction:
+    """The one contraction of `func` (a PrimFunc, an IRModule with "main", or a Schedule); TTileError with one
+    line naming why when there is none, more than one, or one tvm_ttile cannot tune."""
+    found, why = recognize_all(func)
+    if not found:
+        raise TTileError("no contraction (out = out + x * y over reduction loops) tvm_ttile can read in the "
+                         "function" + (f": {why[0]}" if why else ": it has no reduction block"))
+    if len(found) > 1:
+        raise TTileError(f"the function holds {len(found)} contractions ({', '.join(c.block for c in found)}); "
+                         "tvm_ttile tunes functions with one")
+    refusal = found[0].refusal()
+    if refusal:
+        raise TTileError(refusal)
+    return found[0]
+
+
+def recognize_all(func) -> tuple:
+    """(the contractions of the function, why each other reduction block is none)."""
+    if isinstance(func, tvm.s_tir.Schedule):
+        sch = func
+    else:
+        sch = tvm.s_tir.Schedule(func["main"] if isinstance(func, tvm.IRModule) else func)
+    found, why = [], []
+    for rv in blocks(sch):
+        stmt = sch.get(rv)
+        if not any(int(iv.iter_type) == tvm.tirx.IterVar.CommReduce for iv in stmt.iter_vars):
+            continue
+        result = recognize_block(stmt)
+        (found if isinstance(result, Contraction) else why).append(result)
+    return found, why
