@@ -144,7 +144,7 @@ def test_problem_of_reads_strides_and_rejects_unpadded(host):
     assert (p.stride, p.dilation, p.size["h"]) == (2, 2, 7)
     with pytest.raises(TTileError, match="padded"):
         problem_of(Matmul(M=4, N=1000, K=8).prim_func(), "avx512", 16)
-    with pytest.raises(TTileError, match="no block"):
+    with pytest.raises(TTileError, match="no contraction"):
         problem_of(tvm.te.create_prim_func([tvm.te.placeholder((4,), name="x")]), "avx512", 16)
 
 

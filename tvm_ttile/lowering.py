@@ -24,9 +24,9 @@ from .microkernels import intrin
 from .microkernels.spec import Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
+from .recognize import canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
-BLOCK = {"conv2d": "conv2d_nhwc", "matmul": "matmul"}
 BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
 TAIL_PREFIX = "ttile_tail~"
 
@@ -193,32 +193,16 @@ def _split_scheme(scheme: Scheme):
 
 
 def problem_of(func, isa: str, lanes: int) -> Problem:
-    """The Problem of a PrimFunc holding a `conv2d_nhwc` or `matmul` block (as operators.py makes them)."""
-    sch = tvm.s_tir.Schedule(func)
-    found = []
-    for name in BLOCK.values():
-        try:
-            found.append((name, sch.get(sch.get_sblock(name))))
-        except Exception:  # noqa: BLE001 - get_sblock raises when the block is absent
-            continue
-    if not found:
-        raise TTileError(f"no block named {' or '.join(BLOCK.values())} in the function: nothing tvm_ttile can tune")
-    name, block = found[0]
-    op = "conv2d" if name == BLOCK["conv2d"] else "matmul"
-    ivs = [iv.var for iv in block.iter_vars]
-    sizes = {d: int(iv.dom.extent) for d, iv in zip(BLOCK_DIMS[op], block.iter_vars)}
-    stride = dilation = 1
-    if op == "conv2d":
-        loads = [ld for ld in _loads(block.body.value) if len(ld.indices) == 4]
-        v = dict(zip(BLOCK_DIMS[op], ivs))
-        for ld in loads:
-            coef = detect_linear_equation(ld.indices[1], [v["h"], v["r"]])
-            if len(coef) == 3 and int(coef[1]) != 0:
-                stride, dilation = int(coef[0]), int(coef[1])
-    if sizes["k" if op == "conv2d" else "j"] % lanes:
-        raise TTileError(f"the vectorized dimension ({sizes}) is not a multiple of {lanes} lanes: build the "
-                         "function with vector_lanes= (operators.py) so that it is padded")
-    return Problem(op, tuple((d, sizes[d]) for d in DIMS[op]), lanes, isa, stride, dilation)
+    """The Problem of a PrimFunc's contraction, recognized from its computation (recognize.py); TTileError
+    with one line saying why when tvm_ttile cannot tune it."""
+    c = recognize(func)
+    sizes = dict(c.extents)
+    vector = sizes["k" if c.op == "conv2d" else "j"]
+    if vector % lanes:
+        raise TTileError(f"the vectorized dimension ({vector}, the output's innermost) is not a multiple of {lanes} "
+                         "lanes: build the function with vector_lanes= (operators.py) so that it is padded")
+    return Problem(c.op, tuple((d, sizes[d]) for d in DIMS[c.op]), lanes, isa, c.stride, c.dilation,
+                   batch=c.batch_size)
 
 
 def _loads(expr) -> list:
@@ -234,15 +218,17 @@ def _loads(expr) -> list:
 LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
 
 
-def pad(sch, problem: Problem, pads: dict) -> list:
-    """Pad the operator's block to `pads` ({dim: size}) with TVM's pad_einsum: zero-filled copies of the
-    operands it reads and a copy of the outputs it keeps, separate passes timed with the function. A copy of a
-    copy (a vector-padded weight padded again) becomes one; notes say where that failed."""
+def pad(sch, block, problem: Problem, pads: dict) -> list:
+    """Pad the operator's block (in canonical form, recognize.canonicalize) to `pads` ({dim: size}) with TVM's
+    pad_einsum: zero-filled copies of the operands it reads and a copy of the outputs it keeps, separate passes
+    timed with the function. A copy of a copy (a vector-padded weight padded again) becomes one; notes say
+    where that failed."""
     problem.padded(pads)  # refuses dimensions the operator cannot pad
-    block = sch.get_sblock(BLOCK[problem.op])
     size = problem.size
     before = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
-    sch.pad_einsum(block, [pads.get(d, size[d]) for d in BLOCK_DIMS[problem.op]])
+    ivs = sch.get(block).iter_vars
+    batch = [int(iv.dom.extent) for iv in ivs[:len(ivs) - len(BLOCK_DIMS[problem.op])]]
+    sch.pad_einsum(block, batch + [pads.get(d, size[d]) for d in BLOCK_DIMS[problem.op]])
     notes = []
     for producer in sch.get_producers(block):
         for inner in sch.get_producers(producer):  # e.g. B_pad (vector lanes) under B_pad_pad
@@ -282,7 +268,7 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     Only weights read in place as WEIGHT_INDICES. Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
-    ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars)))
+    ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
     load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
                  if len(ld.indices) == len(WEIGHT_INDICES[op])
                  and all(i.same_as(ivs[d]) for i, d in zip(ld.indices, WEIGHT_INDICES[op]))), None)
@@ -359,19 +345,22 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     the microkernels prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
+    contraction = recognize(sch)
+    block = canonicalize(sch, contraction)
     text, notes = scheme.text, []
     if scheme.pads:  # the copies first; the loops then tile the padded problem
-        notes += pad(sch, problem, scheme.padding)
+        notes += pad(sch, block, problem, scheme.padding)
         problem, scheme = problem.padded(scheme.padding), scheme.unpadded
+        block = sch.get_sblock(contraction.block)
     op, size, lanes = problem.op, problem.size, problem.lanes
     npar = len(scheme.parallel_levels)
     chunk = dict(size)  # the extents one parallel chunk covers: what the per-core scheme tiles
     for spec in scheme.parallel_levels:
         chunk[spec.dim] //= spec.n
     prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
-    block = sch.get_sblock(BLOCK[op])
     packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
-    loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)))
+    # Batch loops (a batch matmul's) stay outermost, above every level of the scheme.
+    loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)[-len(BLOCK_DIMS[op]):]))
     cut, mk_start = _split_scheme(scheme)
     region_ext = scheme.extents(lanes)[cut]
 

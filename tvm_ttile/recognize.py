@@ -19,6 +19,7 @@ import dataclasses
 import tvm
 from tvm.sym.analyzer import Analyzer
 from tvm.sym.pattern import detect_linear_equation
+from tvm.tirx import IndexMap
 from tvm.tirx.analysis import undefined_vars
 
 from .errors import TTileError
@@ -53,6 +54,7 @@ class Contraction:
     dilation: int = 1
     transposed: tuple = ()  # operands ("input", "weights") not read in LAYOUTS order
     weights_first: bool = False  # the product is written weights * input
+    layouts: tuple = ()  # (("input", dims as read), ("weights", dims as read)); batch iterators are b0, b1, ...
 
     @property
     def op(self) -> str | None:
@@ -82,7 +84,11 @@ class Contraction:
 
 def blocks(sch) -> list:
     """Every block of the schedule's function, outermost first."""
-    out, todo = [], [sch.get_sblock("root")]
+    try:
+        root = sch.get_sblock("root")
+    except tvm.s_tir.schedule.ScheduleError:  # a function without blocks
+        return []
+    out, todo = [], [root]
     while todo:
         rv = todo.pop(0)
         children = sch.get_child_blocks(rv)
@@ -182,8 +188,11 @@ def _matmul(name, out, reduce, loads, extent):
         return f"block {name!r} is not a matmul: its batch iterators are not the outermost of every operand"
     transposed = tuple(n for n, v, want in (("input", inp, [i, k]), ("weights", wgt, [k, j])) if v[-2:] != want)
     dims = (("i", i), ("j", j), ("k", k))
+    names = {**{v: d for d, v in dims}, **{b: f"b{n}" for n, b in enumerate(batch)}}
+    layouts = (("input", tuple(names[v] for v in inp)), ("weights", tuple(names[v] for v in wgt)))
     return Contraction("batch_matmul" if batch else "matmul", name, dims, tuple((d, extent[v]) for d, v in dims),
-                       tuple((b, extent[b]) for b in batch), transposed=transposed, weights_first=weights_first)
+                       tuple((b, extent[b]) for b in batch), transposed=transposed, weights_first=weights_first,
+                       layouts=layouts)
 
 
 def _convolution(name, out, reduce, loads, compound, extent):
@@ -232,7 +241,7 @@ def _convolution(name, out, reduce, loads, compound, extent):
         return f"block {name!r} is a convolution tvm_ttile does not know (input channel index {t or used})"
     order = CANONICAL["conv2d"]
     extents = tuple((d, extent[dims[d]]) for d in order if d in dims)
-    transposed = ()
+    transposed, layouts = (), ()
     if kind == "conv2d":
         want_in, want_w, _ = LAYOUTS["conv2d"]
         names = {v: d for d, v in dims.items()}
@@ -243,8 +252,11 @@ def _convolution(name, out, reduce, loads, compound, extent):
                            if tuple(got) != want)
         if "input" in transposed:
             return f"block {name!r} is a conv2d whose input is not NHWC ({''.join(str(g) for g in got_in)})"
+        if None in got_w:
+            return f"block {name!r} is a conv2d whose weights are not indexed by r, s, c, k"
+        layouts = (("input", tuple(got_in)), ("weights", tuple(got_w)))
     return Contraction(kind, name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
-                       transposed, weights_first)
+                       transposed, weights_first, layouts)
 
 
 def recognize(func) -> Contraction:
@@ -277,3 +289,32 @@ def recognize_all(func) -> tuple:
         result = recognize_block(stmt)
         (found if isinstance(result, Contraction) else why).append(result)
     return found, why
+
+
+def _permutation(perm):
+    """The IndexMap (x0, x1, ...) -> (x[perm[0]], x[perm[1]], ...)."""
+    return IndexMap.from_func(lambda *x: tuple(x[p] for p in perm), ndim=len(perm))
+
+
+def canonicalize(sch, contraction: Contraction):
+    """Give the contraction's block the form lowering works on, with schedule steps only (MetaSchedule's traces
+    replay them): its iterators in Contraction.order() (the loops follow), and each operand read in another
+    layout than the microkernels' through a copy in theirs (for constant weights lowering makes that copy
+    build-time work, pack_weights). Returns the block."""
+    block = sch.get_sblock(contraction.block)
+    order = contraction.order()
+    if order != list(range(len(order))):
+        sch.transform_block_layout(block, _permutation(order))
+    batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
+    stmt = sch.get(block)
+    x, y = _product(stmt.body.value)[1:]
+    inp, wgt = (y, x) if contraction.weights_first else (x, y)
+    layouts = dict(contraction.layouts)
+    for role in contraction.transposed:
+        load = inp if role == "input" else wgt
+        want = batch + LAYOUTS[contraction.op][0 if role == "input" else 1]
+        perm = [layouts[role].index(d) for d in want]
+        index = next(i for i, region in enumerate(stmt.reads) if region.source.same_as(load.source))
+        sch.cache_read(block, index, "global")
+        sch.transform_layout(block, ("read", index), _permutation(perm))
+    return block

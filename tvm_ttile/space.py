@@ -43,6 +43,7 @@ class Problem:
     stride: int = 1
     dilation: int = 1
     vector_pad: int = 0  # elements added along the vector dimension to reach whole vectors
+    batch: int = 1  # independent instances above the scheme's loops (a batch matmul's batch dimensions)
 
     @property
     def size(self) -> dict:

@@ -1,0 +1,161 @@
+"""Recognition by structure: hand-written variants (renamed blocks, permuted iterators, transposed operands,
+batch matmuls, depthwise and grouped convolutions, blocks that are not contractions) get the right dimensions
+or a one-line refusal, and every variant tvm_ttile tunes matches numpy after lowering with sampled schemes."""
+import random
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+from tvm.tirx import IndexMap
+
+from kernels import conv_kept, matmul_kept
+from tvm_ttile.errors import TTileError
+from tvm_ttile.lowering import lower, problem_of
+from tvm_ttile.recognize import recognize, recognize_all
+from tvm_ttile.samplers import make_sampler
+from tvm_ttile.space import Space
+
+
+def matmul_variant(M, N, K, a_t=False, b_t=False, batch=(), name="mm", order="ijk", weights_first=False):
+    """C[batch..., i, j] = sum_k A * B with A [.., M, K] or [.., K, M], B [.., K, N] or [.., N, K], written by
+    hand in TE with the given block name and iterator order (its numpy reference beside it)."""
+    a = te.placeholder((*batch, *((K, M) if a_t else (M, K))), name="A")
+    b = te.placeholder((*batch, *((N, K) if b_t else (K, N))), name="B")
+    k = te.reduce_axis((0, K), name="k")
+
+    def body(*idx):
+        bi, (i, j) = idx[:-2], idx[-2:]
+        x = a[(*bi, k, i)] if a_t else a[(*bi, i, k)]
+        y = b[(*bi, j, k)] if b_t else b[(*bi, k, j)]
+        return te.sum(y * x if weights_first else x * y, axis=k)
+
+    c = te.compute((*batch, M, N), body, name=name)
+    func = te.create_prim_func([a, b, c])
+    if order != "ijk":  # the block's iterators in another order: the loops follow
+        sch = tvm.s_tir.Schedule(func)
+        nb = len(batch)
+        perm = [nb + "ijk".index(d) for d in order]
+        sch.transform_block_layout(sch.get_sblock(name), IndexMap.from_func(
+            lambda *v: (*v[:nb], *(v[p] for p in perm)), ndim=nb + 3))
+        func = sch.mod["main"]
+
+    def reference(x, y):
+        x = np.swapaxes(x, -1, -2) if a_t else x
+        y = np.swapaxes(y, -1, -2) if b_t else y
+        return x @ y
+
+    return func, reference
+
+
+def conv_variant(N, H, W, C, K, R, stride=1, dilation=1, weights="HWIO", name="cv", groups=1, depthwise=False):
+    oh = (H - dilation * (R - 1) - 1) // stride + 1
+    ow = (W - dilation * (R - 1) - 1) // stride + 1
+    x = te.placeholder((N, H, W, C), name="X")
+    r = te.reduce_axis((0, R), name="r")
+    s = te.reduce_axis((0, R), name="s")
+    if depthwise:
+        w = te.placeholder((R, R, C), name="Wt")
+        out = te.compute((N, oh, ow, C), lambda n, h, w_, c: te.sum(
+            x[n, h * stride + r * dilation, w_ * stride + s * dilation, c] * w[r, s, c], axis=[r, s]), name=name)
+        return te.create_prim_func([x, w, out]), None
+    cg = C // groups
+    c = te.reduce_axis((0, cg), name="c")
+    shape = {"HWIO": (R, R, cg, K), "OHWI": (K, R, R, cg)}[weights]
+    w = te.placeholder(shape, name="Wt")
+
+    def at(k, rr, ss, cc):
+        return w[rr, ss, cc, k] if weights == "HWIO" else w[k, rr, ss, cc]
+
+    chan = (lambda k: k // (K // groups) * cg + c) if groups > 1 else (lambda k: c)
+    out = te.compute((N, oh, ow, K), lambda n, h, w_, k: te.sum(
+        x[n, h * stride + r * dilation, w_ * stride + s * dilation, chan(k)] * at(k, r, s, c), axis=[r, s, c]),
+        name=name)
+
+    def reference(xv, wv):
+        wv = wv if weights == "HWIO" else wv.transpose(1, 2, 3, 0)
+        o = np.zeros((N, oh, ow, K), np.float32)
+        for rr in range(R):
+            for ss in range(R):
+                patch = xv[:, rr * dilation:rr * dilation + stride * (oh - 1) + 1:stride,
+                           ss * dilation:ss * dilation + stride * (ow - 1) + 1:stride, :]
+                o += np.einsum("nhwc,ck->nhwk", patch, wv[rr, ss])
+        return o
+
+    return te.create_prim_func([x, w, out]), reference
+
+
+def test_recognizes_matmuls_by_structure():
+    for a_t, b_t, order in [(False, False, "ijk"), (False, True, "kji"), (True, False, "jik"), (True, True, "kij")]:
+        func, _ = matmul_variant(13, 48, 7, a_t, b_t, name="anything", order=order)
+        c = recognize(func)
+        assert (c.kind, c.block, dict(c.extents)) == ("matmul", "anything", {"i": 13, "j": 48, "k": 7})
+        assert set(c.transposed) == {n for n, t in (("input", a_t), ("weights", b_t)) if t}
+    c = recognize(matmul_variant(5, 32, 9, batch=(3, 2), b_t=True)[0])
+    assert (c.kind, c.batch_size, dict(c.extents), c.transposed) == ("batch_matmul", 6, {"i": 5, "j": 32, "k": 9},
+                                                                      ("weights",))
+
+
+def test_recognizes_convolutions_by_structure():
+    c = recognize(conv_variant(1, 9, 11, 5, 32, 3, stride=2, dilation=1, weights="OHWI", name="x")[0])
+    assert (c.kind, c.stride, c.dilation, c.transposed) == ("conv2d", 2, 1, ("weights",))
+    assert dict(c.extents) == {"n": 1, "h": 4, "w": 5, "k": 32, "r": 3, "s": 3, "c": 5}
+    found, _ = recognize_all(conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0])
+    assert found[0].kind == "depthwise_conv2d"
+    found, _ = recognize_all(conv_variant(1, 9, 9, 8, 32, 3, groups=4)[0])
+    assert found[0].kind == "grouped_conv2d"
+
+
+@pytest.mark.parametrize("func,why", [
+    (lambda: conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0], "depthwise"),
+    (lambda: conv_variant(1, 9, 9, 8, 32, 3, groups=4)[0], "grouped"),
+    (lambda: matmul_variant(4, 32, 8, weights_first=True)[0], "weights first"),
+    (lambda: te.create_prim_func([a := te.placeholder((8, 8), name="a"), te.compute(
+        (8,), lambda i: te.sum(a[i, k := te.reduce_axis((0, 8), "k")], axis=k), name="rowsum")]),
+     "does not accumulate a product"),
+    (lambda: te.create_prim_func([a := te.placeholder((8,), name="a"), te.compute((8,), lambda i: a[i] * 2.0)]),
+     "no reduction block"),
+])
+def test_refuses_with_one_line(func, why):
+    with pytest.raises(TTileError, match=why) as e:
+        recognize(func())
+    assert "\n" not in str(e.value)
+
+
+def _lower_and_check(host, func, reference, inputs, kept, seed):
+    problem = problem_of(func, host.isa.name, host.lanes)
+    space = Space(problem, kept)
+    target = host.target()
+    for scheme in make_sampler("ttile", seed=seed).sample_many(space, 2):
+        mod = lower(problem, scheme, func).sch.mod
+        lib = tvm.compile(mod, target=target)
+        out = np.zeros([int(d) for d in func.params[-1].shape], np.float32)
+        args = [tvm.runtime.tensor(v) for v in (*inputs, out)]
+        lib["main"](*args)
+        ref = reference(*inputs)
+        assert np.allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max()))), \
+            scheme.text
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_matmul_variants_match_numpy(host, case):
+    rng = random.Random(2000 + case)
+    M, K = rng.choice([1, 7, 13, 17]), rng.choice([3, 16, 31])
+    N = host.lanes * rng.choice([1, 2, 3])
+    batch = rng.choice([(), (1,), (3,), (2, 2)])
+    a_t, b_t = rng.random() < 0.5, rng.random() < 0.5
+    func, reference = matmul_variant(M, N, K, a_t, b_t, batch, name=f"v{case}", order=rng.choice(["ijk", "kji", "jki"]))
+    data = np.random.default_rng(case)
+    inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
+    _lower_and_check(host, func, reference, inputs, matmul_kept(host.isa.name, host.lanes), case)
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_conv_variants_match_numpy(host, case):
+    rng = random.Random(3000 + case)
+    func, reference = conv_variant(1, rng.choice([7, 11, 13]), rng.choice([7, 9]), rng.choice([3, 5, 16]),
+                                   host.lanes * rng.choice([1, 2]), rng.choice([1, 3]), stride=rng.choice([1, 2]),
+                                   weights=rng.choice(["HWIO", "OHWI"]), name=f"c{case}")
+    data = np.random.default_rng(case)
+    inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
+    _lower_and_check(host, func, reference, inputs, conv_kept(host.isa.name, host.lanes), case)
