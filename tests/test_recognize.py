@@ -75,11 +75,14 @@ def conv_variant(N, H, W, C, K, R, stride=1, dilation=1, weights="HWIO", name="c
     def reference(xv, wv):
         wv = wv if weights == "HWIO" else wv.transpose(1, 2, 3, 0)
         o = np.zeros((N, oh, ow, K), np.float32)
+        kg = K // groups
         for rr in range(R):
             for ss in range(R):
                 patch = xv[:, rr * dilation:rr * dilation + stride * (oh - 1) + 1:stride,
                            ss * dilation:ss * dilation + stride * (ow - 1) + 1:stride, :]
-                o += np.einsum("nhwc,ck->nhwk", patch, wv[rr, ss])
+                for g in range(groups):
+                    o[..., g * kg:(g + 1) * kg] += np.einsum("nhwc,ck->nhwk", patch[..., g * cg:(g + 1) * cg],
+                                                             wv[rr, ss, :, g * kg:(g + 1) * kg])
         return o
 
     return te.create_prim_func([x, w, out]), reference
@@ -102,13 +105,20 @@ def test_recognizes_convolutions_by_structure():
     assert dict(c.extents) == {"n": 1, "h": 4, "w": 5, "k": 32, "r": 3, "s": 3, "c": 5}
     found, _ = recognize_all(conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0])
     assert found[0].kind == "depthwise_conv2d"
-    found, _ = recognize_all(conv_variant(1, 9, 9, 8, 32, 3, groups=4)[0])
-    assert found[0].kind == "grouped_conv2d"
+    c = recognize(conv_variant(1, 9, 9, 8, 64, 3, groups=4)[0])
+    assert (c.kind, c.groups, c.batch_size, dict(c.extents)["k"], dict(c.extents)["c"]) == ("grouped_conv2d", 4, 4, 16, 2)
+
+
+def _nchw():
+    x, w = te.placeholder((1, 8, 9, 9), name="x"), te.placeholder((16, 8, 3, 3), name="w")
+    c, r, s = te.reduce_axis((0, 8), "c"), te.reduce_axis((0, 3), "r"), te.reduce_axis((0, 3), "s")
+    return [x, w, te.compute((1, 16, 7, 7), lambda n, k, h, w_: te.sum(x[n, c, h + r, w_ + s] * w[k, c, r, s],
+                                                                        axis=[c, r, s]))]
 
 
 @pytest.mark.parametrize("func,why", [
     (lambda: conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0], "depthwise"),
-    (lambda: conv_variant(1, 9, 9, 8, 32, 3, groups=4)[0], "grouped"),
+    (lambda: te.create_prim_func(_nchw()), "NCHW"),
     (lambda: matmul_variant(4, 32, 8, weights_first=True)[0], "weights first"),
     (lambda: te.create_prim_func([a := te.placeholder((8, 8), name="a"), te.compute(
         (8,), lambda i: te.sum(a[i, k := te.reduce_axis((0, 8), "k")], axis=k), name="rowsum")]),
@@ -150,12 +160,14 @@ def test_matmul_variants_match_numpy(host, case):
     _lower_and_check(host, func, reference, inputs, matmul_kept(host.isa.name, host.lanes), case)
 
 
-@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("case", range(5))
 def test_conv_variants_match_numpy(host, case):
     rng = random.Random(3000 + case)
-    func, reference = conv_variant(1, rng.choice([7, 11, 13]), rng.choice([7, 9]), rng.choice([3, 5, 16]),
-                                   host.lanes * rng.choice([1, 2]), rng.choice([1, 3]), stride=rng.choice([1, 2]),
-                                   weights=rng.choice(["HWIO", "OHWI"]), name=f"c{case}")
+    groups = 1 if case < 2 else rng.choice([2, 3])
+    func, reference = conv_variant(1, rng.choice([7, 11, 13]), rng.choice([7, 9]), groups * rng.choice([3, 5, 16]),
+                                   groups * host.lanes * rng.choice([1, 2]), rng.choice([1, 3]),
+                                   stride=rng.choice([1, 2]), weights=rng.choice(["HWIO", "OHWI"]), name=f"c{case}",
+                                   groups=groups)
     data = np.random.default_rng(case)
     inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
     _lower_and_check(host, func, reference, inputs, conv_kept(host.isa.name, host.lanes), case)

@@ -103,6 +103,7 @@ def extract_tasks(mod, cpu=None, threads: int = 1, prepack: bool = True) -> list
         if problem is not None:
             shape = problem.op + " " + ",".join(f"{d}{e}" for d, e in problem.sizes if e > 1)
             shape += f" stride{problem.stride}" if problem.stride > 1 else ""
+            shape += f" x{problem.batch}" if problem.batch > 1 else ""  # batch matmul's batch, conv2d's groups
         else:
             shape = ",".join("x".join(str(int(x)) for x in a.shape) for a in ArgInfo.from_prim_func(task_mod["main"]))
         tasks.append(Task(t.task_name, int(t.weight), task_mod, "tvm_ttile" if problem else "metaschedule",

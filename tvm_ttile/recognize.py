@@ -30,13 +30,12 @@ CANONICAL = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j",
 LAYOUTS = {"conv2d": (("n", "h", "w", "c"), ("r", "s", "c", "k"), ("n", "h", "w", "k")),
            "matmul": (("i", "k"), ("k", "j"), ("i", "j"))}
 # Kinds tvm_ttile recognizes, and the operator whose structured space tunes each (None: recognized, refused).
-KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "conv2d_nchw": None,
-         "depthwise_conv2d": None, "grouped_conv2d": None}
+KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "grouped_conv2d": "conv2d",
+         "conv2d_nchw": None, "depthwise_conv2d": None}
 REFUSALS = {
     "conv2d_nchw": "an NCHW conv2d: tvm_ttile tunes NHWC/HWIO; convert the layout first, e.g. "
                    "relax.transform.ConvertLayout({'relax.nn.conv2d': ['NHWC', 'HWIO']}) as tvm-ttile tune-model does",
     "depthwise_conv2d": "a depthwise convolution: tvm_ttile has no depthwise microkernels yet",
-    "grouped_conv2d": "a grouped convolution: tvm_ttile does not tune grouped convolutions yet",
 }
 
 
@@ -55,6 +54,7 @@ class Contraction:
     transposed: tuple = ()  # operands ("input", "weights") not read in LAYOUTS order
     weights_first: bool = False  # the product is written weights * input
     layouts: tuple = ()  # (("input", dims as read), ("weights", dims as read)); batch iterators are b0, b1, ...
+    groups: int = 1  # a grouped convolution's groups: one conv2d per group, the group an outer level
 
     @property
     def op(self) -> str | None:
@@ -62,7 +62,8 @@ class Contraction:
 
     @property
     def batch_size(self) -> int:
-        size = 1
+        """Independent instances of the operator: a batch matmul's batch, a grouped convolution's groups."""
+        size = self.groups
         for _, e in self.batch:
             size *= e
         return size
@@ -158,7 +159,9 @@ def recognize_block(stmt) -> Contraction | str:
     extent = {i: int(iv.dom.extent) for i, iv in enumerate(stmt.iter_vars)}
     compound = [any(t is None or len(t) > 1 for t, _ in idx) for idx in loads]
     if any(compound):
-        return _convolution(name, out, reduce, loads, compound, extent)
+        group = lambda pos, k, c, kg: analyzer.can_prove_equal(  # noqa: E731 - a grouped input channel?
+            analyzer.simplify((x if compound[0] else y).indices[pos]), tvm.tirx.floordiv(ivars[k], kg) * extent[c] + ivars[c])
+        return _convolution(name, out, reduce, loads, compound, extent, group)
     return _matmul(name, out, reduce, loads, extent)
 
 
@@ -195,7 +198,8 @@ def _matmul(name, out, reduce, loads, extent):
                        layouts=layouts)
 
 
-def _convolution(name, out, reduce, loads, compound, extent):
+def _convolution(name, out, reduce, loads, compound, extent, group):
+    """`group(pos, k, c, kg)`: whether the input's index at `pos` is k // kg * extent(c) + c."""
     if len(out) != 4 or sum(compound) != 1:
         return f"block {name!r} is not a 2-d convolution (a 4-d output and one input read through windows)"
     xi = compound.index(True)
@@ -230,23 +234,30 @@ def _convolution(name, out, reduce, loads, compound, extent):
     if layout is None or len(channel) != 1:
         return f"block {name!r} is a convolution in a layout tvm_ttile does not know"
     t, used = inp[channel[0]]
+    groups = 1
     if t is not None and k in t and not rest:
         kind, dims["c"] = "depthwise_conv2d", k
-    elif t is None and k in used:
-        kind = "grouped_conv2d"
+    elif t is None and k in used and len(rest) == 1:
+        c = next(iter(rest))
+        groups = next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
+                       and group(channel[0], k, c, kg)), 0)
+        if not groups:
+            return f"block {name!r} is a convolution whose input channel is computed in a way tvm_ttile does not know"
+        kind, dims["c"] = "grouped_conv2d", c
     elif t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1 and k in wv:
         dims["c"] = next(iter(rest))
         kind = "conv2d" if layout == "nhwc" else "conv2d_nchw"
     else:
         return f"block {name!r} is a convolution tvm_ttile does not know (input channel index {t or used})"
     order = CANONICAL["conv2d"]
-    extents = tuple((d, extent[dims[d]]) for d in order if d in dims)
+    extents = tuple((d, extent[dims[d]] // (groups if d == "k" else 1)) for d in order if d in dims)
     transposed, layouts = (), ()
-    if kind == "conv2d":
+    if kind in ("conv2d", "grouped_conv2d"):
         want_in, want_w, _ = LAYOUTS["conv2d"]
         names = {v: d for d, v in dims.items()}
-        got_in = [names.get(next(iter(tt)) if tt and len(tt) == 1 else None) if pos not in dict(windows)
-                  else ("h", "w")[[p for p, _ in windows].index(pos)] for pos, (tt, _) in enumerate(inp)]
+        got_in = [("h", "w")[[p for p, _ in windows].index(pos)] if pos in dict(windows) else "c"
+                  if pos == channel[0] else names.get(next(iter(tt)) if tt and len(tt) == 1 else None)
+                  for pos, (tt, _) in enumerate(inp)]
         got_w = [names.get(v) for v in wv]
         transposed = tuple(nm for nm, got, want in (("input", got_in, want_in), ("weights", got_w, want_w))
                            if tuple(got) != want)
@@ -256,7 +267,7 @@ def _convolution(name, out, reduce, loads, compound, extent):
             return f"block {name!r} is a conv2d whose weights are not indexed by r, s, c, k"
         layouts = (("input", tuple(got_in)), ("weights", tuple(got_w)))
     return Contraction(kind, name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
-                       transposed, weights_first, layouts)
+                       transposed, weights_first, layouts, groups)
 
 
 def recognize(func) -> Contraction:
@@ -303,7 +314,11 @@ def canonicalize(sch, contraction: Contraction):
     build-time work, pack_weights). Returns the block."""
     block = sch.get_sblock(contraction.block)
     order = contraction.order()
-    if order != list(range(len(order))):
+    if contraction.groups > 1:  # k -> (group, k within the group): the group becomes the outermost iterator
+        kg, ki = dict(contraction.extents)["k"], dict(contraction.dims)["k"]
+        sch.transform_block_layout(block, IndexMap.from_func(
+            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=len(order)))
+    elif order != list(range(len(order))):
         sch.transform_block_layout(block, _permutation(order))
     batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
     stmt = sch.get(block)
@@ -312,7 +327,7 @@ def canonicalize(sch, contraction: Contraction):
     layouts = dict(contraction.layouts)
     for role in contraction.transposed:
         load = inp if role == "input" else wgt
-        want = batch + LAYOUTS[contraction.op][0 if role == "input" else 1]
+        want = tuple(b for b in batch if b in layouts[role]) + LAYOUTS[contraction.op][0 if role == "input" else 1]
         perm = [layouts[role].index(d) for d in want]
         index = next(i for i, region in enumerate(stmt.reads) if region.source.same_as(load.source))
         sch.cache_read(block, index, "global")
