@@ -116,9 +116,18 @@ def _nchw():
                                                                         axis=[c, r, s]))]
 
 
+def _relax_depthwise():
+    """A depthwise convolution as Relax legalizes one: a grouped conv whose groups have one channel each."""
+    x, w = te.placeholder((1, 9, 9, 32), name="x"), te.placeholder((3, 3, 1, 32), name="w")
+    c, r, s = te.reduce_axis((0, 1), "c"), te.reduce_axis((0, 3), "r"), te.reduce_axis((0, 3), "s")
+    return [x, w, te.compute((1, 7, 7, 32), lambda n, h, w_, k: te.sum(x[n, h + r, w_ + s, k + c] * w[r, s, c, k],
+                                                                        axis=[r, s, c]))]
+
+
 @pytest.mark.parametrize("func,why", [
     (lambda: conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0], "depthwise"),
     (lambda: te.create_prim_func(_nchw()), "NCHW"),
+    (lambda: te.create_prim_func(_relax_depthwise()), "depthwise"),
     (lambda: matmul_variant(4, 32, 8, weights_first=True)[0], "weights first"),
     (lambda: te.create_prim_func([a := te.placeholder((8, 8), name="a"), te.compute(
         (8,), lambda i: te.sum(a[i, k := te.reduce_axis((0, 8), "k")], axis=k), name="rowsum")]),

@@ -37,16 +37,57 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, meas
                            records_of, ttile_problem)
 
 
+def _bound_of(func) -> str | None:
+    """"maximum" or "minimum" when PrimFunc `func` computes max / min(x[...], bound[()]) element by element (how
+    TVM's ONNX frontend writes Clip, e.g. ReLU6), read from its body; else None."""
+    from .recognize import blocks
+
+    if not isinstance(func, tvm.tirx.PrimFunc) or len(func.params) != 3:
+        return None
+    sch = tvm.s_tir.Schedule(func)
+    found = blocks(sch)
+    if len(found) != 1:
+        return None
+    stmt = sch.get(found[0])
+    value = getattr(stmt.body, "value", None)
+    kind = {"Max": "maximum", "Min": "minimum"}.get(type(value).__name__)
+    if kind is None or not all(type(v).__name__ in ("BufferLoad", "TensorLoad") for v in (value.a, value.b)):
+        return None
+    ivs = [iv.var for iv in stmt.iter_vars]
+    elementwise = len(value.a.indices) == len(ivs) and all(i.same_as(v) for i, v in zip(value.a.indices, ivs))
+    ok = (elementwise and value.a.source.same_as(func.params[0]) and value.b.source.same_as(func.params[1])
+          and len(value.b.indices) == 0)
+    return kind if ok else None
+
+
 @relax.expr_functor.mutator
-class _LeakyReluToMaximum(relax.PyExprMutator):
-    """leaky_relu(x) = max(x, alpha x): ConvertLayout has no layout rule for nn.leakyrelu and would wrap every
-    one in NHWC <-> NCHW transposes, splitting it from its convolution; maximum and multiply follow NHWC."""
+class _ActivationsAsElementwise(relax.PyExprMutator):
+    """leaky_relu(x) = max(x, alpha x), clip(x, a, b) = min(max(x, a), b) (ReLU6), and the TIR calls of max /
+    min by a scalar that TVM's ONNX frontend makes of Clip as Relax's maximum / minimum: ConvertLayout has no
+    layout rule for nn.leakyrelu, clip or TIR calls and would wrap every one in NHWC <-> NCHW transposes,
+    splitting it from its convolution; maximum, minimum and multiply follow NHWC."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+        self.mod = mod
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
-        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.nn.leakyrelu":
-            x = call.args[0]
+        if not isinstance(call.op, tvm.ir.Op):
+            return call
+        x = call.args[0] if call.args else None
+        if call.op.name == "relax.call_tir" and self.mod is not None and x in self.mod.functions:
+            kind = _bound_of(self.mod[x])
+            args = call.args[1]
+            if kind and isinstance(args, relax.Tuple) and len(args.fields) == 2:
+                return getattr(relax.op, kind)(args.fields[0], args.fields[1])
+            return call
+        if call.op.name == "relax.nn.leakyrelu":
             return relax.op.maximum(x, relax.op.multiply(x, relax.const(float(call.attrs.alpha), "float32")))
+        if call.op.name == "relax.clip" and all(isinstance(a, relax.PrimValue) for a in call.args[1:]):
+            low, high = (float(a.value.value) for a in call.args[1:])
+            dtype = x.struct_info.dtype
+            return relax.op.minimum(relax.op.maximum(x, relax.const(low, dtype)), relax.const(high, dtype))
         return call
 
 
@@ -55,7 +96,7 @@ def prepare(mod):
     mod = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
-            mod[gv] = _LeakyReluToMaximum().visit_expr(func)
+            mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
     return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
 
 

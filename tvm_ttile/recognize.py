@@ -205,7 +205,11 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
     xi = compound.index(True)
     inp, wgt = loads[xi], loads[1 - xi]
     weights_first = xi == 1
-    windows = [(pos, t) for pos, (t, _) in enumerate(inp) if t is not None and len(t) == 2]
+    # A window is output * stride + tap * dilation; an output variable the weights also read is a channel (a
+    # depthwise convolution's channel + its unit reduction iterator), not a window.
+    wv = _plain(wgt)
+    windows = [(pos, t) for pos, (t, _) in enumerate(inp) if t is not None and len(t) == 2
+               and not any(v in wv and v not in reduce for v in t)]
     if len(windows) != 2:
         return f"block {name!r} is not a 2-d convolution (it reads {len(windows)} sliding windows, not 2)"
     spatial, taps, steps = [], [], []
@@ -222,7 +226,6 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
     h, w = spatial
     r, s = taps
     n = next((v for v in out if v not in (h, w) and v in _plain(inp)), None)
-    wv = _plain(wgt)
     ch_out = [v for v in out if v not in (h, w, n)]
     if n is None or len(ch_out) != 1:
         return f"block {name!r} is not a 2-d convolution (no batch or no output channel)"
@@ -235,7 +238,7 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
         return f"block {name!r} is a convolution in a layout tvm_ttile does not know"
     t, used = inp[channel[0]]
     groups = 1
-    if t is not None and k in t and not rest:
+    if t is not None and k in t and all(extent[v] == 1 for v in rest):
         kind, dims["c"] = "depthwise_conv2d", k
     elif t is None and k in used and len(rest) == 1:
         c = next(iter(rest))

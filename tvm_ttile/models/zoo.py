@@ -45,6 +45,22 @@ def tiny_resnet(b, x):
     return b.dense(b.global_avgpool(x), 10)
 
 
+def mobilenet_v2(b, x):
+    """MobileNet-v2 (Sandler et al. 2018), width 1.0, 224x224 input: inverted residual blocks of a 1x1 expansion,
+    a 3x3 depthwise convolution and a linear 1x1 projection, ReLU6."""
+    x = b.conv(x, 32, 3, stride=2, pad=1, act="relu6")
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)):
+        for i in range(n):
+            stride = s if i == 0 else 1
+            y = b.conv(x, b.channels(x) * t, 1, act="relu6") if t != 1 else x
+            y = b.conv(y, b.channels(y), 3, stride=stride, pad=1, act="relu6", groups=b.channels(y))
+            y = b.conv(y, c, 1)
+            x = b.add(y, x) if stride == 1 and b.channels(x) == c else y
+    x = b.conv(x, 1280, 1, act="relu6")
+    return b.dense(b.global_avgpool(x), 1000)
+
+
 def mlp(b, x):
     """A fully connected classifier, 784-2048-2048-10 with ReLU (the kind of network AutoMCL's dense layers
     come from); batch 16 by default."""
@@ -54,7 +70,8 @@ def mlp(b, x):
 
 
 MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
-          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784))}
+          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784)),
+          "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224))}
 
 
 def get_model(name: str):
@@ -103,13 +120,27 @@ class OnnxBuilder:
         self.inits.append(numpy_helper.from_array(array, name))
         return name
 
-    def conv(self, x, k, r, stride=1, pad=0, act=None):
-        w, bias = self.weights.conv(k, x[1], r)
+    @staticmethod
+    def channels(x) -> int:
+        return x[1]
+
+    def conv(self, x, k, r, stride=1, pad=0, act=None, groups=1):
+        w, bias = self.weights.conv(k, x[1] // groups, r)
         y = self._node("Conv", [x[0], self._const(w), self._const(bias)], k, kernel_shape=[r, r],
-                       strides=[stride] * 2, pads=[pad] * 4)
+                       strides=[stride] * 2, pads=[pad] * 4, group=groups)
         if act == "relu":
             return self.relu(y)
+        if act == "relu6":
+            return self._node("Clip", [y[0], self._named("zero", 0.0), self._named("six", 6.0)], k)
         return self._node("LeakyRelu", [y[0]], k, alpha=0.1) if act == "leaky" else y
+
+    def _named(self, name, value):
+        """A shared scalar constant (not drawn from the weights' random stream)."""
+        from onnx import numpy_helper
+
+        if all(t.name != name for t in self.inits):
+            self.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        return name
 
     def relu(self, x):
         return self._node("Relu", [x[0]], x[1])
@@ -161,9 +192,15 @@ def to_torch(name: str, seed: int = 0):
             self.i += 2
             return self.params[self.i - 2], self.params[self.i - 1]
 
-        def conv(self, x, k, r, stride=1, pad=0, act=None):
+        @staticmethod
+        def channels(x) -> int:
+            return x.shape[1]
+
+        def conv(self, x, k, r, stride=1, pad=0, act=None, groups=1):
             w, bias = self._take()
-            y = F.conv2d(x, w, bias, stride=stride, padding=pad)
+            y = F.conv2d(x, w, bias, stride=stride, padding=pad, groups=groups)
+            if act == "relu6":
+                return F.relu6(y)
             return F.relu(y) if act == "relu" else F.leaky_relu(y, 0.1) if act == "leaky" else y
 
         relu = staticmethod(F.relu)
@@ -185,7 +222,7 @@ def to_torch(name: str, seed: int = 0):
 
     b = OnnxBuilder(seed)  # the same random stream as to_onnx: initializers come in definition order
     definition(b, ("input", default_shape[1]))
-    arrays = [numpy_helper.to_array(t) for t in b.inits]
+    arrays = [numpy_helper.to_array(t) for t in b.inits if t.name not in ("zero", "six")]
 
     class ZooModel(torch.nn.Module):
         def __init__(self):
