@@ -7,7 +7,7 @@ import pytest
 
 
 
-@pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet"])
+@pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet", "mobilenet_v2"])
 def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
     import onnx
 
@@ -33,6 +33,25 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
         assert any("c3,r7,s7 stride2" in t.shape for t in convs)
     if name == "darknet19":
         assert sum(t.weight for t in convs) == 18
+    if name == "mobilenet_v2":
+        # 17 depthwise convolutions (Relax: grouped, one channel per group) recognized and left to MetaSchedule;
+        # ReLU6 (ONNX Clip) fused into its convolution in NHWC, no layout transposes around it
+        depthwise = [t for t in others if "depthwise" in t.reason]
+        assert sum(t.weight for t in depthwise) == 17
+        assert not any("transpose" in t.name and ("maximum" in t.name or "minimum" in t.name) for t in tasks)
+        assert sum("maximum" in t.name and "minimum" in t.name for t in convs) >= 8
+
+
+def test_mobilenet_v2_torch_and_onnx_agree():
+    torch = pytest.importorskip("torch")
+    ort = pytest.importorskip("onnxruntime")
+    from tvm_ttile.models import zoo
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224), dtype=np.float32)
+    sess = ort.InferenceSession(zoo.to_onnx("mobilenet_v2").SerializeToString(), providers=["CPUExecutionProvider"])
+    a = sess.run(None, {"input": x})[0]
+    b = zoo.to_torch("mobilenet_v2")(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * float(np.abs(b).max()))
 
 
 def test_torch_and_onnx_forms_share_weights():
