@@ -156,7 +156,8 @@ def write(data, out):
              f"Command: `{data['command']}`", "",
              f"Machine: {data['machine']['cpu']} ({data['machine']['isa']}), peak {peak:.1f} GFLOPS measured in the "
              f"run; {data['date']}. Medians of {data['rounds']} round-robin rounds in one process; every build "
-             "verified against numpy before timing.", "",
+             "verified against numpy before timing. A ratio marked (level) differs from 1 by less than the larger "
+             "spread (max - min over the rounds, in % of the median) of the two builds.", "",
              "| workload | " + " | ".join(f"{n} GFLOPS (% peak) | {n} tuning s" for n in names)
              + " | tvm_ttile / " + " | tvm_ttile / ".join(names[1:]) + " |",
              "|---|" + "---:|---:|" * len(names) + "---:|" * (len(names) - 1)]
@@ -174,7 +175,8 @@ def write(data, out):
             if "gflops" in s.get("tvm_ttile", {}) and "gflops" in s.get(n, {}):
                 ratio = s["tvm_ttile"]["gflops"] / s[n]["gflops"]
                 per_family.setdefault((row["family"], n), []).append(ratio)
-                ratios.append(f"{ratio:.2f}x")
+                spread = max(s["tvm_ttile"]["spread_pct"], s[n]["spread_pct"]) / 100
+                ratios.append(f"{ratio:.2f}x" + (" (level)" if abs(ratio - 1) < spread else ""))
             else:
                 ratios.append("-")
         lines.append(f"| {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
@@ -219,5 +221,14 @@ def main(argv=None):
     print(open(args.out + ".md").read())
 
 
+def rewrite(out):
+    """Write OUT.md again from OUT.json (after a change of the table's form)."""
+    with open(out + ".json") as f:
+        write(json.load(f), out)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--rewrite"]:
+        rewrite(sys.argv[2])
+    else:
+        main()
