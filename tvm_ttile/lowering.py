@@ -14,7 +14,6 @@ import dataclasses
 import re
 
 import tvm
-from tvm.sym.pattern import detect_linear_equation
 from tvm.s_tir import TensorIntrin
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
@@ -24,10 +23,10 @@ from .microkernels import intrin
 from .microkernels.spec import Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import canonicalize, recognize
+from .recognize import CANONICAL, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
-BLOCK_DIMS = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
+BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
 TAIL_PREFIX = "ttile_tail~"
 
 
