@@ -1,4 +1,4 @@
-"""The design space handed to MetaSchedule, and which tasks are tvm_ttile's (conv2d / matmul blocks)."""
+"""The design space handed to MetaSchedule, and which tasks are tvm_ttile's (the contractions recognize.py reads)."""
 from __future__ import annotations
 
 import tvm
@@ -9,8 +9,8 @@ from ..lowering import problem_of
 
 
 def ttile_problem(mod, target):
-    """(Problem, None) when tvm_ttile can tune `mod` (a conv2d_nhwc or matmul block, e.g. a Relax task),
-    else (None, the reason)."""
+    """(Problem, None) when tvm_ttile can tune `mod` (a conv2d, grouped conv2d, matmul or batch matmul,
+    recognized from its computation; e.g. a Relax task), else (None, the one-line reason)."""
     from ..cpu import from_target
     from ..errors import TTileError
 
