@@ -24,38 +24,18 @@ import numpy as np
 
 
 def reference(family, params, inputs):
-    """numpy's result of the workload on `inputs`."""
+    """numpy's result of the workload on `inputs` (params with their defaults filled in, _conv_params)."""
+    from tvm_ttile.operators import conv2d_nhwc_reference
+
+    x, w = inputs
     if family == "GMM":
-        x, y = inputs
-        return x @ y
+        return x @ w
     if family in ("C2D", "DIL", "GRP"):
-        n, h, w, ci, co, k, stride, pad, dil, groups = params  # _conv_params: defaults filled in
-        x, wt = inputs
-        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-        oh = (h + 2 * pad - dil * (k - 1) - 1) // stride + 1
-        ow = (w + 2 * pad - dil * (k - 1) - 1) // stride + 1
-        cg, og = ci // groups, co // groups
-        out = np.zeros((n, oh, ow, co), np.float32)
-        for r in range(k):
-            for s in range(k):
-                patch = xp[:, r * dil:r * dil + stride * (oh - 1) + 1:stride, s * dil:s * dil + stride * (ow - 1) + 1:stride]
-                for g in range(groups):
-                    out[..., g * og:(g + 1) * og] += np.einsum(
-                        "nhwc,ck->nhwk", patch[..., g * cg:(g + 1) * cg], wt[r, s, :, g * og:(g + 1) * og])
-        return out
-    if family == "DEP":
-        n, h, w, c, k, stride, pad = params[:7]
-        dil = params[7] if len(params) > 7 else 1
-        x, wt = inputs  # weights (factor 1, k, k, c)
-        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-        oh = (h + 2 * pad - dil * (k - 1) - 1) // stride + 1
-        ow = (w + 2 * pad - dil * (k - 1) - 1) // stride + 1
-        out = np.zeros((n, oh, ow, c), np.float32)
-        for r in range(k):
-            for s in range(k):
-                out += xp[:, r * dil:r * dil + stride * (oh - 1) + 1:stride,
-                          s * dil:s * dil + stride * (ow - 1) + 1:stride] * wt[0, r, s]
-        return out
+        n, h, wd, ci, co, k, stride, pad, dil, groups = params
+        return conv2d_nhwc_reference(x, w, stride, pad, dil, groups)
+    if family == "DEP":  # weights (factor 1, k, k, C): one group per channel
+        n, h, wd, c, k, stride, pad = params[:7]
+        return conv2d_nhwc_reference(x, w[0][:, :, None, :], stride, pad, params[7] if len(params) > 7 else 1, c)
     raise ValueError(f"no numpy reference for family {family}")
 
 

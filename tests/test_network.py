@@ -54,6 +54,28 @@ def test_mobilenet_v2_torch_and_onnx_agree():
     np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * float(np.abs(b).max()))
 
 
+def test_relu6_from_torch_stays_in_nhwc_with_its_conv():
+    """torch's relu6 imports as Relax clip, which ConvertLayout leaves in NCHW behind a transpose: prepare makes
+    it maximum / minimum, which follow the conv's NHWC."""
+    torch = pytest.importorskip("torch")
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+
+    class ConvRelu6(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 16, 3)
+
+        def forward(self, x):
+            return torch.nn.functional.relu6(self.conv(x))
+
+    calls = [line.split("= R.")[1].split("(")[0] for line in
+             nw.prepare(load_model(ConvRelu6().eval(), input_shape=(1, 8, 9, 9)).mod).script().splitlines()
+             if " = R." in line]
+    assert "clip" not in calls and calls.index("minimum") == len(calls) - 2  # then only the output's transpose
+    assert calls[-1] == "permute_dims"
+
+
 def test_torch_and_onnx_forms_share_weights():
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")

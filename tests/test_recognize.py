@@ -12,6 +12,7 @@ from tvm.tirx import IndexMap
 from kernels import conv_kept, matmul_kept
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower, problem_of
+from tvm_ttile.operators import conv2d_nhwc_reference
 from tvm_ttile.recognize import recognize, recognize_all
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.space import Space
@@ -74,16 +75,7 @@ def conv_variant(N, H, W, C, K, R, stride=1, dilation=1, weights="HWIO", name="c
 
     def reference(xv, wv):
         wv = wv if weights == "HWIO" else wv.transpose(1, 2, 3, 0)
-        o = np.zeros((N, oh, ow, K), np.float32)
-        kg = K // groups
-        for rr in range(R):
-            for ss in range(R):
-                patch = xv[:, rr * dilation:rr * dilation + stride * (oh - 1) + 1:stride,
-                           ss * dilation:ss * dilation + stride * (ow - 1) + 1:stride, :]
-                for g in range(groups):
-                    o[..., g * kg:(g + 1) * kg] += np.einsum("nhwc,ck->nhwk", patch[..., g * cg:(g + 1) * cg],
-                                                             wv[rr, ss, :, g * kg:(g + 1) * kg])
-        return o
+        return conv2d_nhwc_reference(xv, wv, stride, 0, dilation, groups)
 
     return te.create_prim_func([x, w, out]), reference
 

@@ -84,9 +84,10 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
             return call
         if call.op.name == "relax.nn.leakyrelu":
             return relax.op.maximum(x, relax.op.multiply(x, relax.const(float(call.attrs.alpha), "float32")))
-        if call.op.name == "relax.clip" and all(isinstance(a, relax.PrimValue) for a in call.args[1:]):
-            low, high = (float(a.value.value) for a in call.args[1:])
-            dtype = x.struct_info.dtype
+        if call.op.name == "relax.clip" and all(isinstance(a, (tvm.tirx.IntImm, tvm.tirx.FloatImm))
+                                                for a in call.args[1:]):
+            low, high = (float(a.value) for a in call.args[1:])
+            dtype = x.ty.dtype
             return relax.op.minimum(relax.op.maximum(x, relax.const(low, dtype)), relax.const(high, dtype))
         return call
 

@@ -120,10 +120,19 @@ def normalize_pad(pad) -> tuple:
     return values * 4 if len(values) == 1 else values * 2 if len(values) == 2 else values
 
 
-def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1):
-    """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64; pad as Conv2d takes it."""
+def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
+    """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64; pad as Conv2d takes it. With `groups`, the
+    weights hold C / groups input channels and each group of K / groups outputs reads its own slice of inputs
+    (groups = C: depthwise)."""
     n, h, w, c = inp.shape
     r, s, c2, k = wgt.shape
+    if groups > 1:
+        if c % groups or k % groups or c // groups != c2:
+            raise ShapeError(f"{groups} groups need C and K divisible by them and weights of C/groups channels; "
+                             f"got C={c}, K={k}, weights of {c2}")
+        kg = k // groups
+        return np.concatenate([conv2d_nhwc_reference(inp[..., g * c2:(g + 1) * c2], wgt[..., g * kg:(g + 1) * kg],
+                                                     stride, pad, dilation) for g in range(groups)], axis=-1)
     if c != c2:
         raise ShapeError(f"input has C={c} but weights have C={c2}")
     top, left, bottom, right = normalize_pad(pad)

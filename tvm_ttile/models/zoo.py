@@ -101,6 +101,7 @@ class OnnxBuilder:
 
     def __init__(self, seed=0):
         self.weights, self.nodes, self.inits, self.count = Weights(seed), [], [], 0
+        self.scalars = {}  # shared constants (Clip's bounds): initializers that are not weights
 
     def _name(self, kind):
         self.count += 1
@@ -138,8 +139,7 @@ class OnnxBuilder:
         """A shared scalar constant (not drawn from the weights' random stream)."""
         from onnx import numpy_helper
 
-        if all(t.name != name for t in self.inits):
-            self.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+        self.scalars.setdefault(name, numpy_helper.from_array(np.array(value, np.float32), name))
         return name
 
     def relu(self, x):
@@ -172,7 +172,7 @@ def to_onnx(name: str, seed: int = 0, input_shape=None):
     b = OnnxBuilder(seed)
     out = definition(b, ("input", shape[1]))
     graph = helper.make_graph(b.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(out[0], TensorProto.FLOAT, None)], initializer=b.inits)
+                              [helper.make_tensor_value_info(out[0], TensorProto.FLOAT, None)], initializer=b.inits + list(b.scalars.values()))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
     return onnx.shape_inference.infer_shapes(model)  # fills in the output's shape
 
@@ -222,7 +222,7 @@ def to_torch(name: str, seed: int = 0):
 
     b = OnnxBuilder(seed)  # the same random stream as to_onnx: initializers come in definition order
     definition(b, ("input", default_shape[1]))
-    arrays = [numpy_helper.to_array(t) for t in b.inits if t.name not in ("zero", "six")]
+    arrays = [numpy_helper.to_array(t) for t in b.inits]
 
     class ZooModel(torch.nn.Module):
         def __init__(self):
