@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tvm
 
-from kernels import conv_kept, matmul_kept
+from kernels import conv_kept, depthwise_kept, matmul_kept
 from tvm_ttile.lowering import lower, problem_of, register_by_name, scheme_of_schedule
-from tvm_ttile.operators import Conv2d, Matmul, run_against_reference
+from tvm_ttile.operators import Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.scheme import Scheme
 from tvm_ttile.space import Problem, Space
@@ -31,20 +31,35 @@ def random_conv(rng, lanes):
             continue
 
 
+def random_depthwise(rng, lanes):
+    from tvm_ttile.errors import ShapeError
+
+    while True:
+        R = rng.choice([1, 3, 5])
+        try:
+            return Depthwise(C=rng.choice([lanes, 2 * lanes, 3 * lanes - 5, 7]), H=rng.choice([5, 7, 11, 13, 17]),
+                             W=rng.choice([4, 7, 9, 13]), R=R, S=rng.choice([R, 3]), stride=rng.choice([1, 1, 2]),
+                             pad=rng.choice([0, 1, 2]), dilation=rng.choice([1, 1, 2]))
+        except ShapeError:  # an empty output: draw again
+            continue
+
+
 def random_matmul(rng, lanes):
     return Matmul(M=rng.choice([1, 7, 13, 17, 24]), N=rng.choice([lanes, 3 * lanes, 5 * lanes - 1, 37]),
                   K=rng.choice([3, 16, 31]), dense=rng.random() < 0.3)
 
 
-CASES = [("conv2d", i) for i in range(14)] + [("matmul", i) for i in range(10)]
+CASES = [("conv2d", i) for i in range(14)] + [("matmul", i) for i in range(10)] + [("depthwise", i) for i in range(8)]
+MAKE = {"conv2d": (random_conv, conv_kept), "matmul": (random_matmul, matmul_kept),
+        "depthwise": (random_depthwise, depthwise_kept)}
 
 
 @pytest.mark.parametrize("kind,case", CASES)
 def test_sampled_schemes_are_correct(host, kind, case):
     rng = random.Random(1000 + case)
-    make = random_conv if kind == "conv2d" else random_matmul
+    make, kept_of = MAKE[kind]
     op = make(rng, host.lanes)
-    kept = (conv_kept if kind == "conv2d" else matmul_kept)(host.isa.name, host.lanes)
+    kept = kept_of(host.isa.name, host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     space = Space(problem, kept)
     for sampler in ("ttile", "levels", "nondivisible"):

@@ -124,7 +124,7 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
     ("{not json", "not valid JSON"),
     ('{"layers": []}', 'non-empty list under "layers"'),
     ('{"layers": [{"name": "a b", "op": "conv2d"}]}', "layer 1: \"name\" must be"),
-    ('{"layers": [{"name": "a", "op": "pool"}]}', "layer 1 (a): \"op\" must be one of conv2d, matmul"),
+    ('{"layers": [{"name": "a", "op": "pool"}]}', "layer 1 (a): \"op\" must be one of conv2d, depthwise, matmul"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4}]}', "missing field(s) K"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4, "Q": 1}]}', "unknown field(s) Q"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4}, {"name": "a", "op": "matmul", "M": 4, '

@@ -9,7 +9,7 @@ import tvm
 from tvm import te
 from tvm.tirx import IndexMap
 
-from kernels import conv_kept, matmul_kept
+from kernels import conv_kept, depthwise_kept, matmul_kept
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower, problem_of
 from tvm_ttile.operators import conv2d_nhwc_reference
@@ -95,8 +95,12 @@ def test_recognizes_convolutions_by_structure():
     c = recognize(conv_variant(1, 9, 11, 5, 32, 3, stride=2, dilation=1, weights="OHWI", name="x")[0])
     assert (c.kind, c.stride, c.dilation, c.transposed) == ("conv2d", 2, 1, ("weights",))
     assert dict(c.extents) == {"n": 1, "h": 4, "w": 5, "k": 32, "r": 3, "s": 3, "c": 5}
-    found, _ = recognize_all(conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0])
-    assert found[0].kind == "depthwise_conv2d"
+    c = recognize(conv_variant(1, 9, 9, 32, 32, 3, stride=2, depthwise=True)[0])
+    assert (c.kind, c.op, c.stride, c.transposed) == ("depthwise_conv2d", "depthwise", 2, ())
+    assert dict(c.extents) == {"n": 1, "h": 4, "w": 4, "k": 32, "r": 3, "s": 3}
+    # Relax's form: a grouped conv of one channel per group (a unit reduction iterator, HWIO weights [r, s, 1, k])
+    c = recognize(te.create_prim_func(_relax_depthwise()))
+    assert (c.kind, c.transposed, dict(c.layouts)["weights"]) == ("depthwise_conv2d", ("weights",), ("r", "s", "1", "k"))
     c = recognize(conv_variant(1, 9, 9, 8, 64, 3, groups=4)[0])
     assert (c.kind, c.groups, c.batch_size, dict(c.extents)["k"], dict(c.extents)["c"]) == ("grouped_conv2d", 4, 4, 16, 2)
 
@@ -108,18 +112,17 @@ def _nchw():
                                                                         axis=[c, r, s]))]
 
 
-def _relax_depthwise():
+def _relax_depthwise(H=9, W=9, C=32, R=3, stride=1):
     """A depthwise convolution as Relax legalizes one: a grouped conv whose groups have one channel each."""
-    x, w = te.placeholder((1, 9, 9, 32), name="x"), te.placeholder((3, 3, 1, 32), name="w")
-    c, r, s = te.reduce_axis((0, 1), "c"), te.reduce_axis((0, 3), "r"), te.reduce_axis((0, 3), "s")
-    return [x, w, te.compute((1, 7, 7, 32), lambda n, h, w_, k: te.sum(x[n, h + r, w_ + s, k + c] * w[r, s, c, k],
-                                                                        axis=[r, s, c]))]
+    x, w = te.placeholder((1, H, W, C), name="x"), te.placeholder((R, R, 1, C), name="w")
+    c, r, s = te.reduce_axis((0, 1), "c"), te.reduce_axis((0, R), "r"), te.reduce_axis((0, R), "s")
+    oh, ow = (H - R) // stride + 1, (W - R) // stride + 1
+    return [x, w, te.compute((1, oh, ow, C), lambda n, h, w_, k: te.sum(
+        x[n, h * stride + r, w_ * stride + s, k // 1 + c] * w[r, s, c, k], axis=[r, s, c]))]
 
 
 @pytest.mark.parametrize("func,why", [
-    (lambda: conv_variant(1, 9, 9, 32, 32, 3, depthwise=True)[0], "depthwise"),
     (lambda: te.create_prim_func(_nchw()), "NCHW"),
-    (lambda: te.create_prim_func(_relax_depthwise()), "depthwise"),
     (lambda: matmul_variant(4, 32, 8, weights_first=True)[0], "weights first"),
     (lambda: te.create_prim_func([a := te.placeholder((8, 8), name="a"), te.compute(
         (8,), lambda i: te.sum(a[i, k := te.reduce_axis((0, 8), "k")], axis=k), name="rowsum")]),
@@ -172,3 +175,30 @@ def test_conv_variants_match_numpy(host, case):
     data = np.random.default_rng(case)
     inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
     _lower_and_check(host, func, reference, inputs, conv_kept(host.isa.name, host.lanes), case)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_depthwise_variants_match_numpy(host, case):
+    """Depthwise as written by hand (weights [r, s, k]), as Relax legalizes it ([r, s, 1, k], a unit reduction
+    iterator) and as Ansor's suite writes it ([1, r, s, k]), on prime sizes and strides."""
+    from tvm.s_tir.meta_schedule.testing.te_workload import depthwise_conv2d_nhwc
+
+    rng = random.Random(4000 + case)
+    H, W, C, R, stride = rng.choice([7, 11, 13]), rng.choice([9, 17]), host.lanes * rng.choice([1, 2]), \
+        rng.choice([1, 3]), rng.choice([1, 2])
+    form = ("hand", "relax", "ansor", "relax")[case]
+    if form == "hand":
+        func = conv_variant(1, H, W, C, C, R, stride=stride, depthwise=True, name=f"d{case}")[0]
+    elif form == "relax":
+        func = te.create_prim_func(_relax_depthwise(H, W, C, R, stride))
+    else:
+        func = te.create_prim_func(list(depthwise_conv2d_nhwc(1, H, W, C, R, stride=stride, padding=1)))
+    assert recognize(func).op == "depthwise"
+    data = np.random.default_rng(case)
+    inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
+    pad = 1 if form == "ansor" else 0
+
+    def reference(x, w):
+        return conv2d_nhwc_reference(x, w.reshape(R, R, 1, C), stride, pad, 1, groups=C)
+
+    _lower_and_check(host, func, reference, inputs, depthwise_kept(host.isa.name, host.lanes), case)

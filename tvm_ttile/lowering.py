@@ -20,10 +20,10 @@ from tvm.tirx.script import builder as T
 
 from .errors import TTileError
 from .microkernels import intrin
-from .microkernels.spec import Microkernel
+from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, canonicalize, recognize
+from .recognize import CANONICAL, LAYOUTS, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -34,15 +34,17 @@ TAIL_PREFIX = "ttile_tail~"
 
 def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     """A Microkernel whose tile is `ext`: its description is exactly the tile computation we need."""
-    v = "k" if op == "conv2d" else "j"
+    family = FAMILIES[op]
+    v = family["vector"]
     if ext.get(v, lanes) % lanes:
         raise TTileError(f"tile extent {ext[v]} along {v} is not whole vectors of {lanes}")
-    if op == "conv2d":
-        if ext.get("n", 1) != 1:
-            raise TTileError("a Lambda region may not contain levels along the batch dimension n")
-        return Microkernel.make("conv2d", isa, lanes, ext.get("c", 1), stride, dilation, h=ext.get("h", 1),
-                                w=ext.get("w", 1), k=ext.get("k", lanes) // lanes, r=ext.get("r", 1), s=ext.get("s", 1))
-    return Microkernel.make("matmul", isa, lanes, ext.get("k", 1), i=ext.get("i", 1), j=ext.get("j", lanes) // lanes)
+    if ext.get("n", 1) != 1:
+        raise TTileError("a Lambda region may not contain levels along the batch dimension n")
+    factors = {d: ext.get(d, 1) for d in family["dims"]}
+    factors[v] = ext.get(v, lanes) // lanes
+    if family["unrolled_reduction"]:  # conv2d: the region's c is the reduction loop's, none unrolled
+        factors[family["unrolled_reduction"]] = 1
+    return Microkernel.make(op, isa, lanes, ext.get(family["reduction"], 1), stride, dilation, **factors)
 
 
 def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0) -> str:
@@ -196,7 +198,7 @@ def problem_of(func, isa: str, lanes: int) -> Problem:
     with one line saying why when tvm_ttile cannot tune it."""
     c = recognize(func)
     sizes = dict(c.extents)
-    vector = sizes["k" if c.op == "conv2d" else "j"]
+    vector = sizes[FAMILIES[c.op]["vector"]]
     if vector % lanes:
         raise TTileError(f"the vectorized dimension ({vector}, the output's innermost) is not a multiple of {lanes} "
                          "lanes: build the function with vector_lanes= (operators.py) so that it is padded")
@@ -249,7 +251,7 @@ def pack_block(problem: Problem, scheme: Scheme) -> int:
     return problem.lanes
 
 
-WEIGHT_INDICES = {"conv2d": ("r", "s", "c", "k"), "matmul": ("k", "j")}  # the layouts the microkernels read
+WEIGHT_INDICES = {op: layouts[1] for op, layouts in LAYOUTS.items()}  # the layouts the microkernels read
 
 
 def pack_weights(sch, block, op: str, size: int) -> int:
@@ -292,10 +294,11 @@ def pack_weights(sch, block, op: str, size: int) -> int:
         if _plain_load_of(sch.get(copy), free):  # e.g. the dense layout's transpose of constants
             sch.annotate(copy, LAYOUT_REWRITE, True)
             copy = None
-    if len(load.indices) == 4:  # conv2d: [r, s, c, k] -> [k // size, r, s, c, k % size]
-        sch.transform_layout(block, ("read", index), lambda r, s, c, k: (k // size, r, s, c, k % size))
-    else:  # matmul: [k, j] -> [j // size, k, j % size]
-        sch.transform_layout(block, ("read", index), lambda k, j: (j // size, k, j % size))
+    # The vector dimension (last) split into blocks, outermost. (IndexMap.from_func of a *x lambda fails here.)
+    blocked = {4: lambda r, s, c, k: (k // size, r, s, c, k % size),  # conv2d
+               3: lambda r, s, k: (k // size, r, s, k % size),  # depthwise
+               2: lambda k, j: (j // size, k, j % size)}  # matmul
+    sch.transform_layout(block, ("read", index), blocked[len(load.indices)])
     if copy is not None:
         _write_in_order(sch, copy, size)
     return size
@@ -333,7 +336,7 @@ def _write_in_order(sch, copy, size: int) -> None:
 # results/awkward_zen4/prefetch_zen4.md) and up to 2.4x on weights read in place or through a padding copy
 # (results/awkward_zen4/NOTES.md); conv2d prefetching made ResNet-18 5% slower on the Zen 3
 # (results/end_to_end_zen3/builds_side_by_side_prefetch.md). lower(prefetch=) still asks for it.
-WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0}
+WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
@@ -363,7 +366,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     cut, mk_start = _split_scheme(scheme)
     region_ext = scheme.extents(lanes)[cut]
 
-    reuse = "c_o" if op == "conv2d" else "k"  # the names intrin.loop_nest gives the reuse loop
+    reuse = intrin.loop_nest_names(op)[0]  # the name intrin.loop_nest gives the reuse loop
     if scheme.partial_dims:  # P levels: a chunk's nest below its batch loops is one tail intrinsic, loops clipped
         cut = npar
         while cut < len(scheme.specs) and isinstance(scheme.specs[cut], Tile) and scheme.specs[cut].dim == "n":
@@ -378,15 +381,17 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
         mk = microkernel_of(problem, scheme)
-        region_loops = [(reuse, problem.reuse, mk.red // mk.get("c") if op == "conv2d" else mk.red)]
-        if op == "conv2d" and mk.get("c") > 1:
-            region_loops.append(("c_i", "c", mk.get("c")))
+        unrolled = mk.family["unrolled_reduction"]
+        region_loops = [(reuse, problem.reuse, mk.red // mk.get(unrolled) if unrolled else mk.red)]
+        if unrolled and mk.get(unrolled) > 1:
+            region_loops.append(("c_i", unrolled, mk.get(unrolled)))
         name, nest_mk = intrin.register(mk, packed, prefetch), mk
     else:
         name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
-    for d in (("s", "r", "w", "h", "k") if op == "conv2d" else ("i", "j")):
-        region_loops.append((d, d, region_ext.get(d, 1)))
+    for d in intrin.loop_nest_names(op)[1:]:
+        if d != "c_i":
+            region_loops.append((d, d, region_ext.get(d, 1)))
 
     # Per dimension: the factors of the levels above the region, outermost first, then the region's.
     factors = {d: [] for d in BLOCK_DIMS[op]}

@@ -112,6 +112,99 @@ class Conv2d:
         return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
 
 
+@dataclasses.dataclass(frozen=True)
+class Depthwise:
+    """Depthwise conv2d: out[n, h, w, c] = sum over r, s of in[n, h * stride + r * dilation, w * stride +
+    s * dilation, c] x W[r, s, c]; NHWC, weights RSC (TVM's HWIO of a conv with groups = C, the unit I
+    dimension left out); the vectorized dimension is the channel, read by input, weights and output alike."""
+
+    C: int
+    H: int  # input height before padding
+    W: int  # input width before padding
+    R: int
+    S: int
+    stride: int = 1
+    pad: int | tuple = 0
+    dilation: int = 1
+    N: int = 1
+    name: str = ""
+    dtype: str = "float32"
+    prepack: bool = False  # weights are a layer's constants (_prim_func)
+
+    BLOCK = "depthwise_conv2d_nhwc"
+
+    def __post_init__(self):
+        check_positive(C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
+                       dilation=self.dilation, N=self.N)
+        check_dtype(self.dtype)
+        pads = normalize_pad(self.pad)
+        object.__setattr__(self, "pad", pads[0] if len(set(pads)) == 1 else pads)
+        if self.out_h <= 0 or self.out_w <= 0:
+            raise ShapeError(f"depthwise conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
+
+    pads = Conv2d.pads
+    out_h = Conv2d.out_h
+    out_w = Conv2d.out_w
+
+    @property
+    def K(self) -> int:  # the output channels, as for a Conv2d
+        return self.C
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.out_h * self.out_w * self.C * self.R * self.S
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.N, self.out_h, self.out_w, self.C)
+
+    def te(self, vector_lanes: int | None = None):
+        """(input, weight, output) TE tensors. With `vector_lanes` and C not a multiple of it, the channels are
+        padded to whole vectors with zeros: in the input copy (`pad_temp`, which also holds the spatial
+        padding), the weights (`W_pad`; constant weights come padded, as a network's build makes them) and
+        dropped again by `O_unpad`; all timed with the function."""
+        from tvm import te
+
+        cp = _padded(self.C, vector_lanes)
+        inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
+        wgt_in = te.placeholder((self.R, self.S, cp if self.prepack else self.C), self.dtype, name="W")
+        wgt = wgt_in if cp == self.C or self.prepack else te.compute(
+            (self.R, self.S, cp), lambda r, s, c: te.if_then_else(c < self.C, wgt_in[r, s, c], 0.0), name="W_pad")
+        src = inp
+        if any(self.pads) or cp != self.C:
+            top, left, bottom, right = self.pads
+            src = te.compute(
+                (self.N, self.H + top + bottom, self.W + left + right, cp),
+                lambda n, h, w, c: te.if_then_else(
+                    te.all(h >= top, h < self.H + top, w >= left, w < self.W + left, c < self.C),
+                    inp[n, h - top, w - left, te.min(c, self.C - 1)], 0.0),
+                name="pad_temp",
+            )
+        r = te.reduce_axis((0, self.R), name="r")
+        s = te.reduce_axis((0, self.S), name="s")
+        st, dl = self.stride, self.dilation
+        out = te.compute(
+            (self.N, self.out_h, self.out_w, cp),
+            lambda n, h, w, c: te.sum(src[n, h * st + r * dl, w * st + s * dl, c] * wgt[r, s, c], axis=[r, s]),
+            name=self.BLOCK,
+        )
+        if cp != self.C:
+            out = te.compute((self.N, self.out_h, self.out_w, self.C), lambda n, h, w, c: out[n, h, w, c],
+                             name="O_unpad")
+        return inp, wgt_in, out
+
+    def prim_func(self, vector_lanes: int | None = None):
+        return _prim_func(self, vector_lanes)
+
+    def random_inputs(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
+                rng.standard_normal((self.R, self.S, self.C), dtype=np.float32))
+
+    def reference(self, inp, wgt):
+        return conv2d_nhwc_reference(inp, wgt[:, :, None, :], self.stride, self.pad, self.dilation, groups=self.C)
+
+
 def normalize_pad(pad) -> tuple:
     """(top, left, bottom, right) from one int, (h, w) or (top, left, bottom, right); ShapeError otherwise."""
     values = (pad,) if isinstance(pad, int) else tuple(pad) if isinstance(pad, (tuple, list)) else ()
@@ -285,13 +378,17 @@ def get_layer(name: str):
 
 SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
                            "optional": ("stride", "pad", "dilation", "N")},
+                "depthwise": {"required": ("C", "H", "W", "R", "S"), "optional": ("stride", "pad", "dilation", "N")},
                 "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)}}
 
 
+OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "matmul": Matmul}
+
+
 def load_shapes(path) -> list:
-    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "matmul", <fields>}, ...]}
-    with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad, dilation, N = batch; matmul: M, N,
-    K, dense). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a ShapeError naming the
+    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "matmul",
+    <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad, dilation, N = batch;
+    depthwise: the same without K; matmul: M, N, K, dense). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a ShapeError naming the
     file, the entry and the field."""
     import os
     import re
@@ -332,7 +429,7 @@ def load_shapes(path) -> list:
                 ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
                 ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (a {kind} takes {', '.join(allowed)})")
         try:
-            ops.append((Conv2d if kind == "conv2d" else Matmul)(name=name, **fields))
+            ops.append(OPERATORS[kind](name=name, **fields))
         except ShapeError as e:
             raise ShapeError(f"{where} ({name}): {e}") from None
     return ops

@@ -25,17 +25,18 @@ from tvm.tirx.analysis import undefined_vars
 from .errors import TTileError
 
 # Canonical iteration order per operator: the block iterators lowering works on (batch variables come first).
-CANONICAL = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k")}
+CANONICAL = {"conv2d": ("n", "h", "w", "k", "r", "s", "c"), "matmul": ("i", "j", "k"),
+             "depthwise": ("n", "h", "w", "k", "r", "s")}
 # The layouts the microkernels read, by canonical dimension: input, weights, output.
 LAYOUTS = {"conv2d": (("n", "h", "w", "c"), ("r", "s", "c", "k"), ("n", "h", "w", "k")),
-           "matmul": (("i", "k"), ("k", "j"), ("i", "j"))}
+           "matmul": (("i", "k"), ("k", "j"), ("i", "j")),
+           "depthwise": (("n", "h", "w", "k"), ("r", "s", "k"), ("n", "h", "w", "k"))}
 # Kinds tvm_ttile recognizes, and the operator whose structured space tunes each (None: recognized, refused).
 KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "grouped_conv2d": "conv2d",
-         "conv2d_nchw": None, "depthwise_conv2d": None}
+         "conv2d_nchw": None, "depthwise_conv2d": "depthwise"}
 REFUSALS = {
     "conv2d_nchw": "an NCHW conv2d: tvm_ttile tunes NHWC/HWIO; convert the layout first, e.g. "
                    "relax.transform.ConvertLayout({'relax.nn.conv2d': ['NHWC', 'HWIO']}) as tvm-ttile tune-model does",
-    "depthwise_conv2d": "a depthwise convolution: tvm_ttile has no depthwise microkernels yet",
 }
 
 
@@ -239,7 +240,7 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
     t, used = inp[channel[0]]
     groups = 1
     if t is not None and k in t and all(extent[v] == 1 for v in rest):
-        kind, dims["c"] = "depthwise_conv2d", k
+        kind = "depthwise_conv2d"
     elif t is None and k in used and len(rest) == 1:
         c = next(iter(rest))
         groups = next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
@@ -252,10 +253,23 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
         kind = "conv2d" if layout == "nhwc" else "conv2d_nchw"
     else:
         return f"block {name!r} is a convolution tvm_ttile does not know (input channel index {t or used})"
-    order = CANONICAL["conv2d"]
+    order = CANONICAL[KINDS[kind] or "conv2d"]
     extents = tuple((d, extent[dims[d]] // (groups if d == "k" else 1)) for d in order if d in dims)
     transposed, layouts = (), ()
-    if kind in ("conv2d", "grouped_conv2d"):
+    if kind == "depthwise_conv2d":
+        # Unit dimensions (Relax's one input channel per group, a channel multiplier of 1) are left out of the
+        # microkernels' layout: canonicalize drops them.
+        names = {v: d for d, v in dims.items()}
+        got_in = ["h" if pos == windows[0][0] else "w" if pos == windows[1][0] else "k" if pos == channel[0]
+                  else names.get(v) for pos, v in enumerate(_plain(inp))]
+        got_w = [names.get(v) or ("1" if v is None or extent[v] == 1 else None) for v in wv]
+        if tuple(got_in) != LAYOUTS["depthwise"][0]:
+            return f"block {name!r} is a depthwise conv2d whose input is not NHWC"
+        if None in got_w or sorted(d for d in got_w if d != "1") != ["k", "r", "s"]:
+            return f"block {name!r} is a depthwise conv2d whose weights are not indexed by r, s, k"
+        transposed = ("weights",) if tuple(got_w) != LAYOUTS["depthwise"][1] else ()
+        layouts = (("input", tuple(got_in)), ("weights", tuple(got_w)))
+    elif kind in ("conv2d", "grouped_conv2d"):
         want_in, want_w, _ = LAYOUTS["conv2d"]
         names = {v: d for d, v in dims.items()}
         got_in = [("h", "w")[[p for p, _ in windows].index(pos)] if pos in dict(windows) else "c"
@@ -305,9 +319,9 @@ def recognize_all(func) -> tuple:
     return found, why
 
 
-def _permutation(perm):
-    """The IndexMap (x0, x1, ...) -> (x[perm[0]], x[perm[1]], ...)."""
-    return IndexMap.from_func(lambda *x: tuple(x[p] for p in perm), ndim=len(perm))
+def _permutation(perm, ndim=None):
+    """The IndexMap (x0, x1, ...) -> (x[perm[0]], x[perm[1]], ...); of `ndim` inputs when it drops unit ones."""
+    return IndexMap.from_func(lambda *x: tuple(x[p] for p in perm), ndim=ndim or len(perm))
 
 
 def canonicalize(sch, contraction: Contraction):
@@ -317,12 +331,13 @@ def canonicalize(sch, contraction: Contraction):
     build-time work, pack_weights). Returns the block."""
     block = sch.get_sblock(contraction.block)
     order = contraction.order()
+    n_iters = len(sch.get(block).iter_vars)  # more than `order` holds: unit iterators the order drops
     if contraction.groups > 1:  # k -> (group, k within the group): the group becomes the outermost iterator
         kg, ki = dict(contraction.extents)["k"], dict(contraction.dims)["k"]
         sch.transform_block_layout(block, IndexMap.from_func(
-            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=len(order)))
-    elif order != list(range(len(order))):
-        sch.transform_block_layout(block, _permutation(order))
+            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=n_iters))
+    elif order != list(range(n_iters)):
+        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(v[i] for i in order), ndim=n_iters))
     batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
     stmt = sch.get(block)
     x, y = _product(stmt.body.value)[1:]
@@ -334,5 +349,5 @@ def canonicalize(sch, contraction: Contraction):
         perm = [layouts[role].index(d) for d in want]
         index = next(i for i, region in enumerate(stmt.reads) if region.source.same_as(load.source))
         sch.cache_read(block, index, "global")
-        sch.transform_layout(block, ("read", index), _permutation(perm))
+        sch.transform_layout(block, ("read", index), _permutation(perm, len(layouts[role])))
     return block

@@ -14,11 +14,15 @@ from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
-DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k")}
-REUSE = {"conv2d": "c", "matmul": "k"}
-REDUCTION = {"conv2d": ("c", "r", "s"), "matmul": ("k",)}
+DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k"),
+        "depthwise": ("n", "h", "w", "k", "r", "s")}
+REUSE = {op: family["reduction"] for op, family in FAMILIES.items()}
+REDUCTION = {"conv2d": ("c", "r", "s"), "matmul": ("k",), "depthwise": ("r", "s")}
+# Operators whose reuse loop always runs over all of its dimension: depthwise's window rows are few (3-7), so a
+# shorter loop would load and store the accumulators several times per output tile for 3-7 FMAs each.
+WHOLE_REUSE = {"conv2d": False, "matmul": False, "depthwise": True}
 # The dimensions a parallel level may split among threads (spatial: every chunk writes its own outputs).
-PARALLEL = {"conv2d": ("n", "h", "w", "k"), "matmul": ("i", "j")}
+PARALLEL = {"conv2d": ("n", "h", "w", "k"), "matmul": ("i", "j"), "depthwise": ("n", "h", "w", "k")}
 # Kinds of parallel level, by how the chunks share the threads (Scheme.parallel_balance): exactly one chunk per
 # thread (TTile's parallelization reservation: the thread count's prime factors spread over the dimensions), a
 # multiple of the thread count, or at least 4x it for balance (MetaSchedule books up to 16 x cores jobs).
@@ -26,7 +30,7 @@ PARALLEL_KINDS = ("exact", "multiple", "balanced")
 MAX_CHUNKS_PER_THREAD = 16
 # Dimensions a scheme may pad (Pad specifiers), and by how much at most: matmul's einsum form lets TVM's
 # pad_einsum add the zero copies; conv2d's sliding windows do not (its padding would go into the operator).
-PADDABLE = {"conv2d": (), "matmul": ("i", "j", "k")}
+PADDABLE = {"conv2d": (), "matmul": ("i", "j", "k"), "depthwise": ()}
 MAX_PAD_GROWTH = 0.125
 PAD_MULTIPLES = (4, 8, 16, 32, 64)  # friendly sizes: multiples of these (of vectors along the vector dimension)
 REDUCTION_BLOCK = (16, 256)  # a reduction that has a divisor in this range can be cut into cache-sized blocks
@@ -73,8 +77,14 @@ class Problem:
 
     @classmethod
     def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
-        from .operators import Conv2d, Matmul
+        from .operators import Conv2d, Depthwise, Matmul
 
+        if isinstance(operator, Depthwise):
+            cp = -(-operator.C // lanes) * lanes
+            sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": cp, "r": operator.R,
+                     "s": operator.S}
+            return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
+                       cp - operator.C)
         if isinstance(operator, Conv2d):
             kp = -(-operator.K // lanes) * lanes
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.C,
@@ -85,7 +95,8 @@ class Problem:
             np_ = -(-operator.N // lanes) * lanes
             return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.K)), lanes, isa,
                        vector_pad=np_ - operator.N)
-        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d and matmul are supported")
+        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d, depthwise and matmul are "
+                         "supported")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +114,10 @@ class Choice:
     def covers(self, dim: str) -> int:
         if dim == self.dim:
             return sum(a * u for a, u in self.parts)
-        return self.mk.tile.get(dim, 1) if dim != REUSE[self.mk.op] else self.mk.get("c") if self.mk.op == "conv2d" else 1
+        if dim == REUSE[self.mk.op]:  # the reuse loop covers `red`; only an unrolled part (conv2d's c) is inside
+            unrolled = self.mk.family["unrolled_reduction"]
+            return self.mk.get(unrolled) if unrolled else 1
+        return self.mk.tile.get(dim, 1)
 
 
 @lru_cache(maxsize=None)
@@ -240,7 +254,8 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
                 lam = scheme.lambda_spec()
                 n = lambda_unroll if lambda_unroll is not None else max(a for _, a in lam.parts)
             factors[s.dim] = factors.get(s.dim, 1) * n
-    red = specs[i - 1].n * factors.get("c", 1) if problem.op == "conv2d" else specs[i - 1].n
+    unrolled = FAMILIES[problem.op]["unrolled_reduction"]
+    red = specs[i - 1].n * (factors.get(unrolled, 1) if unrolled else 1)
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
 
 
@@ -340,5 +355,9 @@ class Space:
         return parallel_levels(self.problem, choice, reuse_trips, self.threads)
 
     def reuse_extent(self, choice: Choice) -> int:
-        """Iterations available to the reuse loop over c (conv2d) or k (matmul)."""
+        """Iterations available to the reuse loop over c (conv2d), k (matmul) or r (depthwise)."""
         return self.problem.size[self.problem.reuse] // choice.covers(self.problem.reuse)
+
+    def min_reuse(self, choice: Choice) -> int:
+        """The fewest iterations the reuse loop may run (WHOLE_REUSE: all of them)."""
+        return self.reuse_extent(choice) if WHOLE_REUSE[self.problem.op] else 1

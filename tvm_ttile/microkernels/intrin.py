@@ -27,9 +27,17 @@ def loop_nest(mk: Microkernel):
     if mk.op == "conv2d":
         nest = [("c_o", mk.red // u["c"]), ("s", u["s"]), ("r", u["r"]), ("c_i", u["c"]),
                 ("w", u["w"]), ("h", u["h"]), ("k", u["k"] * mk.lanes)]
+    elif mk.op == "depthwise":
+        nest = [("r", mk.red), ("s", u["s"]), ("w", u["w"]), ("h", u["h"]), ("k", u["k"] * mk.lanes)]
     else:
         nest = [("k", mk.red), ("i", u["i"]), ("j", u["j"] * mk.lanes)]
     return [(n, e) for n, e in nest if e > 1]
+
+
+def loop_nest_names(op: str) -> tuple:
+    """The names loop_nest gives the loops of an `op` microkernel, the reuse loop first."""
+    return {"conv2d": ("c_o", "s", "r", "c_i", "w", "h", "k"), "matmul": ("k", "i", "j"),
+            "depthwise": ("r", "s", "w", "h", "k")}[op]
 
 
 PACKED = "_pkw"  # name suffix (+ block size) of the intrinsics that read prepacked weights
@@ -89,6 +97,10 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
         ih = (u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1
         iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
         shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red, kv), (1, u["h"], u["w"], kv)]
+    elif mk.op == "depthwise":
+        ih = (u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1
+        iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
+        shapes = [(1, ih, iw, kv), (mk.red, u["s"], kv), (1, u["h"], u["w"], kv)]
     else:
         shapes = [(u["i"], mk.red), (mk.red, kv), (u["i"], kv)]
     if packed:
@@ -127,6 +139,8 @@ def _desc_body(mk, A, B, C):
             if mk.op == "conv2d":
                 dims = [("h", "S", "h"), ("w", "S", "w"), ("k", "S", "k"), ("r", "R", "r"), ("s", "R", "s"),
                         ("c", "R", None)]
+            elif mk.op == "depthwise":
+                dims = [("h", "S", "h"), ("w", "S", "w"), ("k", "S", "k"), ("r", "R", "r"), ("s", "R", "s")]
             else:
                 dims = [("i", "S", "i"), ("j", "S", "j"), ("k", "R", "k")]
             iv = {}
@@ -137,7 +151,7 @@ def _desc_body(mk, A, B, C):
                 else:
                     bind, present = lv.get(loop, 0), loop in lv
                 if present:
-                    ext = mk.red if dim == ("c" if mk.op == "conv2d" else "k") else mk.tile[dim]
+                    ext = mk.tile[dim]
                     iv[dim] = (T.axis.spatial if kind == "S" else T.axis.reduce)(ext, bind)
             g = lambda d: iv.get(d, 0)  # noqa: E731
             if mk.op == "conv2d":
@@ -145,6 +159,11 @@ def _desc_body(mk, A, B, C):
                 o = [0, g("h"), g("w"), g("k")]
                 T.buffer_store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("c")]
                                * B[g("r"), g("s"), g("c"), g("k")], o)
+            elif mk.op == "depthwise":
+                st, dl = mk.stride, mk.dilation
+                o = [0, g("h"), g("w"), g("k")]
+                T.buffer_store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("k")]
+                               * B[g("r"), g("s"), g("k")], o)
             else:
                 o = [g("i"), g("j")]
                 T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
@@ -169,6 +188,17 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
                                        (b("w") + row[0]) * st + (b("s") + step[0]) * dl, b("c") + c * uc + step[2]]
         w_at = lambda step, c, kk: [b("r") + step[1], b("s") + step[0], b("c") + c * uc + step[2], b("k") + kk * L]  # noqa: E731
         red_trips = mk.red // uc
+    elif mk.op == "depthwise":
+        # Vector x vector: each output channel reads its own input channel. Stride 1: neighbouring rows read
+        # the same input vectors at other taps; LLVM loads each once per step (no store in between).
+        rows = [(w, h) for w in range(u["w"]) for h in range(u["h"])]
+        steps = [(s,) for s in range(u["s"])]
+        st, dl = mk.stride, mk.dilation
+        out_at = lambda row, kk: [0, b("h") + row[1], b("w") + row[0], b("k") + kk * L]  # noqa: E731
+        in_at = lambda row, step, r, kk: A.vload([0, (b("h") + row[1]) * st + (b("r") + r) * dl,  # noqa: E731
+                                                  (b("w") + row[0]) * st + (b("s") + step[0]) * dl, b("k") + kk * L], vec)
+        w_at = lambda step, r, kk: [b("r") + r, b("s") + step[0], b("k") + kk * L]  # noqa: E731
+        red_trips = mk.red
     else:
         rows = [(i,) for i in range(u["i"])]
         steps = [()]
@@ -187,7 +217,7 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
             T.buffer_store(acc, C.vload(out_at(row, kk), vec), [slot(ri, kk)])
 
     def fma(ri, row, step, c, kk):
-        bcast = tir.Broadcast(in_at(row, step, c), L)
+        bcast = in_at(row, step, c, kk) if mk.op == "depthwise" else tir.Broadcast(in_at(row, step, c), L)
         T.buffer_store(acc, T.fma(bcast, B.vload(w_at(step, c, kk), vec), acc[slot(ri, kk)]), [slot(ri, kk)])
 
     with T.serial(0, red_trips) as c:
@@ -227,9 +257,13 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0) -> str:
 
 def tile_problem(mk: Microkernel):
     """The operator instance whose whole iteration space is one call of `mk`."""
-    from ..operators import Conv2d, Matmul
+    from ..operators import Conv2d, Depthwise, Matmul
 
     u = dict(mk.unroll)
+    if mk.op == "depthwise":
+        return Depthwise(C=u["k"] * mk.lanes, H=(u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1,
+                         W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=mk.red, S=u["s"],
+                         stride=mk.stride, dilation=mk.dilation)
     if mk.op == "conv2d":
         return Conv2d(K=u["k"] * mk.lanes, C=mk.red, H=(u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1,
                       W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=u["r"], S=u["s"],
@@ -253,6 +287,8 @@ def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None, int
 def tensorized_tile(mk: Microkernel, repeat: int = 1):
     """An IRModule computing `tile_problem(mk)` with one tensorized call; with repeat > 1 the whole
     body runs `repeat` times (same data, hot cache) so that one timed call is long enough."""
+    from ..operators import Depthwise
+
     prob = tile_problem(mk)
     sch = tvm.s_tir.Schedule(prob.prim_func())
     if mk.op == "conv2d":
@@ -261,6 +297,10 @@ def tensorized_tile(mk: Microkernel, repeat: int = 1):
         loops = {"n": n, "c_o": c, "s": s, "r": r, "w": w, "h": h, "k": k}
         if mk.get("c") > 1:  # split only when unrolled: a unit c_i loop would block blockize
             loops["c_o"], loops["c_i"] = sch.split(c, [None, mk.get("c")])
+    elif mk.op == "depthwise":
+        block = sch.get_sblock(Depthwise.BLOCK)
+        n, h, w, k, r, s = sch.get_loops(block)
+        loops = {"n": n, "r": r, "s": s, "w": w, "h": h, "k": k}
     else:
         block = sch.get_sblock("matmul")
         i, j, k = sch.get_loops(block)
@@ -270,9 +310,24 @@ def tensorized_tile(mk: Microkernel, repeat: int = 1):
     if repeat > 1:
         func = mod["main"]
         root = func.body.block
-        body = tir.For(tir.Var("rep", "int32"), 0, repeat, tir.ForKind.SERIAL, root.body)
+        # Only the update repeats: repeating init + update makes every round the same, and LLVM then drops all
+        # but one (seen on depthwise tiles: "300x the peak"). Accumulating across rounds cannot be folded.
+        parts = list(root.body.seq) if isinstance(root.body, tir.SeqStmt) else [root.body]
+        init = [p for p in parts if _is_init(p)]
+        update = [p for p in parts if not _is_init(p)]
+        loop = tir.For(tir.Var("rep", "int32"), 0, repeat, tir.ForKind.SERIAL,
+                       update[0] if len(update) == 1 else tir.SeqStmt(update))
+        body = tir.SeqStmt(init + [loop]) if init else loop
         new_root = tvm.s_tir.SBlock(root.iter_vars, root.reads, root.writes, root.name_hint, body, root.init,
                                     root.alloc_buffers, root.match_buffers, root.annotations)
         func = func.with_body(tvm.s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
         mod = tvm.IRModule({"main": func})
     return mod
+
+
+def _is_init(stmt) -> bool:
+    """Whether a statement of a tile's root is the reduction's init (decompose_reduction's `_init` block under
+    its loops)."""
+    while isinstance(stmt, tir.For):
+        stmt = stmt.body
+    return isinstance(stmt, tvm.s_tir.SBlockRealize) and stmt.block.name_hint.endswith("_init")

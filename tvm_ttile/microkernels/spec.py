@@ -2,8 +2,11 @@
 
 conv2d family (paper section 4.1):  [U(us,s), U(ur,r), U(uc,c), U(uw,w), U(uh,h), U(uk,k), V(k)]
 matmul family:                      [U(ui,i), U(uj,j), V(j)]
-both inside a reduction loop (c for conv2d, k for matmul) of `red` iterations that the intrinsic owns,
-so the output tile stays in registers for the whole loop: loaded once, stored once.
+depthwise family:                   [U(us,s), U(uw,w), U(uh,h), U(uk,k), V(k)]
+each inside a reduction loop (c for conv2d, k for matmul, the window's rows r for depthwise) of `red`
+iterations that the intrinsic owns, so the output tile stays in registers for the whole loop: loaded once,
+stored once. Depthwise multiplies vectors of input channels by vectors of weights (no broadcast): each output
+channel reads its own input channel.
 """
 from __future__ import annotations
 
@@ -13,9 +16,15 @@ import re
 from ..errors import RegisterPressureError, ShapeError, TTileError, check_positive
 
 # Family order (outermost first) and which dimensions play which role.
+# "reduction": the dimension of the loop the intrinsic owns; "unrolled_reduction": a dimension unrolled inside
+# each of its steps (conv2d's c, so red counts c elements, red // uc steps).
 FAMILIES = {
-    "conv2d": {"dims": ("s", "r", "c", "w", "h", "k"), "vector": "k", "rows": ("w", "h"), "weights": ("s", "r", "c", "k")},
-    "matmul": {"dims": ("i", "j"), "vector": "j", "rows": ("i",), "weights": ("j",)},
+    "conv2d": {"dims": ("s", "r", "c", "w", "h", "k"), "vector": "k", "rows": ("w", "h"), "weights": ("s", "r", "c", "k"),
+               "reduction": "c", "unrolled_reduction": "c"},
+    "matmul": {"dims": ("i", "j"), "vector": "j", "rows": ("i",), "weights": ("j",), "reduction": "k",
+               "unrolled_reduction": None},
+    "depthwise": {"dims": ("s", "w", "h", "k"), "vector": "k", "rows": ("w", "h"), "weights": ("s", "k"),
+                  "reduction": "r", "unrolled_reduction": None},
 }
 
 
@@ -103,14 +112,14 @@ class Microkernel:
         v = self.family["vector"]
         ext = {d: f for d, f in u.items()}
         ext[v] = u[v] * self.lanes
-        ext["c" if self.op == "conv2d" else "k"] = self.red
+        ext[self.family["reduction"]] = self.red
         return ext
 
     @property
     def flops(self) -> int:
         f = 2 * self.red * self.lanes
         for d, u in self.unroll:
-            if d != "c":  # c's unroll is part of `red`
+            if d != self.family["unrolled_reduction"]:  # conv2d: c's unroll is part of `red`
                 f *= u
         return f
 

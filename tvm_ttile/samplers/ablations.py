@@ -12,7 +12,7 @@
 
 from ..errors import TTileError
 from ..scheme import LAMBDA
-from ..space import divisors, remaining
+from ..space import PARALLEL, divisors, remaining
 from .base import Sampler
 from .ttile import TTileSampler
 
@@ -74,7 +74,6 @@ class LevelsSampler(Sampler):
 class NonDivisibleSampler(LevelsSampler):
     NAME = "nondivisible"
     OPTIONS = {"max_levels": (4, "tiling levels per dimension: the memory hierarchy above registers")}
-    PARTIAL = {"conv2d": ("h", "w", "k"), "matmul": ("i", "j")}
 
     def choices(self, space):
         return space.singles
@@ -84,7 +83,7 @@ class NonDivisibleSampler(LevelsSampler):
         reuse = self.draw_reuse(space, choice)
         parallel = self.draw_parallel(space, choice, reuse)
         left = remaining(space.problem, choice, reuse, parallel)
-        partial = self.PARTIAL[space.problem.op]
+        partial = [d for d in PARALLEL[space.problem.op] if d != "n"]  # the output's dimensions but the batch
         levels = []  # (dim, T factor) or (dim, ("P", tile elements))
         for d in sorted(left):
             if left[d] == 1:

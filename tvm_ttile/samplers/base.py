@@ -96,9 +96,10 @@ class Sampler:
         return self.rng.choice(pool)
 
     def draw_reuse(self, space: Space, choice: Choice) -> int:
-        """A divisor of the reuse extent, at least the `min_reuse` option (or the whole extent if smaller)."""
+        """A divisor of the reuse extent, at least the `min_reuse` option (or the whole extent if smaller) and the
+        space's own floor (Space.min_reuse)."""
         extent = space.reuse_extent(choice)
-        floor = min(self.options.get("min_reuse", 1), extent)
+        floor = min(max(self.options.get("min_reuse", 1), space.min_reuse(choice)), extent)
         return self.rng.choice([d for d in divisors(extent) if d >= floor])
 
     def draw_parallel(self, space: Space, choice: Choice, reuse: int) -> tuple:
