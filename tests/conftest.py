@@ -28,8 +28,8 @@ def runnable_isas():
 @pytest.fixture
 def small_catalog(monkeypatch):
     """A few microkernels per operator instead of the measured catalog: network and system tests stay short."""
-    from kernels import conv_kept, matmul_kept
+    from kernels import conv_kept, depthwise_kept, matmul_kept
     from tvm_ttile.microkernels import family
 
-    kept = {"conv2d": conv_kept, "matmul": matmul_kept}
+    kept = {"conv2d": conv_kept, "matmul": matmul_kept, "depthwise": lambda isa, lanes, red: depthwise_kept(isa, lanes)}
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))

@@ -17,7 +17,7 @@ def matmul_kept(isa, lanes, red=16):
     return _fitting([Microkernel.make("matmul", isa, lanes, red, i=i, j=j) for i in (1, 2, 3, 4, 5) for j in (1, 2)])
 
 
-def depthwise_kept(isa, lanes):
-    out = [Microkernel.make("depthwise", isa, lanes, 3, s=s, h=h, w=w, k=k)
+def depthwise_kept(isa, lanes, red=3):
+    out = [Microkernel.make("depthwise", isa, lanes, red, s=s, h=h, w=w, k=k)
            for s in (1, 3) for h in (1, 2) for w in (1, 2, 4, 7) for k in (1, 2)]
     return _fitting(out)

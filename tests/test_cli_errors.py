@@ -32,6 +32,9 @@ def test_bad_numbers_are_refused_by_the_parser(argv, words, capsys):
     (["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--batch", "2"], "--batch"),
     (["tune", "conv2d", "--K", "16", "--C", "8", "--H", "9"], "missing: --W"),
     (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "2", "--R", "3", "--pad", "0"], "empty output"),
+    (["tune", "depthwise", "--C", "16", "--H", "9"], "missing: --W"),
+    (["tune", "depthwise", "--C", "16", "--K", "16", "--hw", "9"], "no --layer or --K"),
+    (["tune", "depthwise", "--C", "16", "--hw", "2", "--R", "3"], "empty output"),
 ])
 def test_bad_values_give_one_line(argv, words, capsys, tmp_path):
     assert cli.main(argv + ["--work-dir", str(tmp_path / "w")]) == 2

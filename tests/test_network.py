@@ -19,7 +19,8 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
     net = load_model(name)
     tasks = nw.extract_tasks(nw.prepare(net.mod), host)
     convs = [t for t in tasks if t.policy == "tvm_ttile" and t.shape.startswith("conv2d")]
-    dense = [t for t in tasks if t.policy == "tvm_ttile" and not t.shape.startswith("conv2d")]
+    depthwise = [t for t in tasks if t.policy == "tvm_ttile" and t.shape.startswith("depthwise")]
+    dense = [t for t in tasks if t.policy == "tvm_ttile" and not t.shape.startswith(("conv2d", "depthwise"))]
     # A dense layer is tvm_ttile's when N is whole vectors (1000 classes: with 8 lanes, not with 16)
     assert all(t.shape.startswith("matmul") for t in dense)
     if name == "resnet18":
@@ -34,10 +35,10 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
     if name == "darknet19":
         assert sum(t.weight for t in convs) == 18
     if name == "mobilenet_v2":
-        # 17 depthwise convolutions (Relax: grouped, one channel per group) recognized and left to MetaSchedule;
+        # 17 depthwise convolutions (Relax: grouped, one channel per group) tuned by tvm_ttile, ReLU6 fused;
         # ReLU6 (ONNX Clip) fused into its convolution in NHWC, no layout transposes around it
-        depthwise = [t for t in others if "depthwise" in t.reason]
         assert sum(t.weight for t in depthwise) == 17
+        assert all("maximum" in t.name and "minimum" in t.name for t in depthwise)
         assert not any("transpose" in t.name and ("maximum" in t.name or "minimum" in t.name) for t in tasks)
         assert sum("maximum" in t.name and "minimum" in t.name for t in convs) >= 8
 

@@ -5,12 +5,15 @@ import pytest
 
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
-from tvm_ttile.operators import Conv2d, Matmul
+from tvm_ttile.operators import Conv2d, Depthwise, Matmul
+
+KINDS = ("Conv2d", "Matmul", "Depthwise")
 
 
 def small(kind, lanes):
     return {"Conv2d": Conv2d(K=2 * lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv"),
-            "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul")}[kind]
+            "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul"),
+            "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise")}[kind]
 
 
 @pytest.mark.parametrize("position,name", list(enumerate(SYSTEMS)))
@@ -37,7 +40,7 @@ def test_every_system_gives_a_verified_result_and_times_its_best_again(position,
 @pytest.mark.parametrize("name", list(SYSTEMS))
 def test_every_system_refuses_what_it_does_not_take_in_one_error(name, host):
     system = get_system(name)
-    for kind in {"Conv2d", "Matmul"} - set(system.operators):
+    for kind in set(KINDS) - set(system.operators):
         assert not system.handles(small(kind, host.lanes))
         with pytest.raises(TTileError, match=f"^{name} takes .* operators, not {kind}$"):
             run_system(name, small(kind, host.lanes), host, trials=1)
@@ -50,3 +53,11 @@ def test_every_system_refuses_what_it_does_not_take_in_one_error(name, host):
 def test_an_unknown_system_names_the_known_ones():
     with pytest.raises(TTileError, match="unknown system 'autotvm'; choose from tvm_ttile, metaschedule"):
         get_system("autotvm")
+
+
+@pytest.mark.parametrize("name", ["tvm_ttile", "metaschedule"])
+def test_tuners_take_a_depthwise_convolution(name, host, tmp_path, small_catalog):
+    """Depthwise (channels not whole vectors, stride 2, padding) through both TVM tuners, verified."""
+    op = small("Depthwise", host.lanes)
+    res = run_system(name, op, host, trials=2, seed=0, work_dir=str(tmp_path / name), progress=False)
+    assert res.verified and res.trials > 0

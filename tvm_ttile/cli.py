@@ -47,7 +47,7 @@ def cmd_microkernels(args) -> int:
     from .microkernels.heatmap import write_heatmap
 
     cpu = _cpu(args)
-    ops = ["conv2d", "matmul"] if args.op == "all" else [args.op]
+    ops = list(FAMILIES) if args.op == "all" else [args.op]
     report = {}
     for op in ops:
         cat = build_catalog(cpu, op, threshold=args.threshold, rebuild=args.rebuild)
@@ -94,8 +94,22 @@ def _operator(args):
 def _shape(args):
     import dataclasses
 
-    from .operators import Conv2d, Matmul, get_layer
+    from .operators import Conv2d, Depthwise, Matmul, get_layer
 
+    if args.op == "depthwise":
+        if args.layer or args.K is not None:
+            raise TTileError("tune depthwise takes --C and --hw (or --H and --W), --R/--S, --stride, --pad, --dilation, "
+                             "--batch; no --layer or --K (the output channels are C)")
+        h = args.H if args.H is not None else args.hw
+        w = args.W if args.W is not None else args.hw
+        missing = [n for n, v in (("C", args.C), ("H", h), ("W", w)) if v is None]
+        if missing:
+            raise TTileError("tune depthwise needs --C and --hw (or --H and --W) (missing: " +
+                             ", ".join("--" + m for m in missing) + ")")
+        s = args.S if args.S is not None else args.R
+        return Depthwise(C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=args.pad, dilation=args.dilation,
+                         N=args.batch, name=f"depthwise-C{args.C}-{h}x{w}-R{args.R}S{s}-s{args.stride}-p"
+                         + "-".join(map(str, args.pad)) + (f"-batch{args.batch}" if args.batch != 1 else ""))
     if args.layer:
         op = get_layer(args.layer)
         if (args.op == "conv2d") != isinstance(op, Conv2d):
@@ -365,6 +379,9 @@ def _parents():
 
 
 def make_parser():
+    from .microkernels.spec import FAMILIES
+    from .models.zoo import MODELS
+
     parser = argparse.ArgumentParser(prog="tvm-ttile", description="TTile's structured autotuning space for TVM")
     sub = parser.add_subparsers(dest="command", required=True)
     output, tuning = _parents()
@@ -375,16 +392,16 @@ def make_parser():
     p.set_defaults(func=cmd_peak)
     p = sub.add_parser("microkernels", help="build (once, then cached) and show the microkernel catalog",
                        parents=[output])
-    p.add_argument("--op", choices=["conv2d", "matmul", "all"], default="all")
+    p.add_argument("--op", choices=[*FAMILIES, "all"], default="all")
     p.add_argument("--rebuild", action="store_true", help="measure every candidate again")
     p.add_argument("--threshold", type=float, default=0.80, help="keep kernels at >= this fraction of peak")
     p.add_argument("--top", type=int, default=15, help="rows of the kept list to print")
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
-    p = sub.add_parser("tune", help="tune one conv2d or matmul with random sampling of the structured space",
-                       parents=[output, tuning])
-    p.add_argument("op", choices=["conv2d", "matmul"])
+    p = sub.add_parser("tune", help="tune one conv2d, depthwise conv2d or matmul with random sampling of the "
+                       "structured space", parents=[output, tuning])
+    p.add_argument("op", choices=["conv2d", "depthwise", "matmul"])
     p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
     for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
                            ("H", "input height"), ("W", "input width"), ("hw", "input height = width (shorthand)"),
@@ -413,7 +430,7 @@ def make_parser():
 
     p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it",
                        parents=[output, tuning])
-    p.add_argument("model", help="resnet18, darknet19, tiny_resnet, mlp, or a path to an .onnx file")
+    p.add_argument("model", help=", ".join(MODELS) + ", or a path to an .onnx file")
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
     p.add_argument("--other-trials", type=int, default=16,

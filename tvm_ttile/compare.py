@@ -34,7 +34,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     `sampler_options` go to tvm_ttile's sampler (its work directories are named after them, so that a resumed
     comparison never mixes two samplers' records)."""
     from . import cpu as cpu_mod
-    from .operators import Conv2d, get_layer
+    from .operators import get_layer, kind_of
 
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
@@ -63,7 +63,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     for op in ops:
         layer = op.name
         op = dataclasses.replace(op, prepack=prepack)
-        data.setdefault("shapes", {})[layer] = {"op": "conv2d" if isinstance(op, Conv2d) else "matmul",
+        data.setdefault("shapes", {})[layer] = {"op": kind_of(op),
                                                 **{k: v for k, v in dataclasses.asdict(op).items()
                                                    if k not in ("name", "dtype", "prepack")}}
         timed = []  # (system, run index, work_dir or None) to time again side by side

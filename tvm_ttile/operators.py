@@ -385,6 +385,11 @@ SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
 OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "matmul": Matmul}
 
 
+def kind_of(operator) -> str:
+    """The shapes-file "op" of an operator ("conv2d", "depthwise", "matmul")."""
+    return next(kind for kind, cls in OPERATORS.items() if isinstance(operator, cls))
+
+
 def load_shapes(path) -> list:
     """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "matmul",
     <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad, dilation, N = batch;

@@ -5,8 +5,8 @@
 
 SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, metaschedule, template-xgb,
 template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
-only, in the dense layout W[N,K] its computes are for; same builder and runner). Libraries: onednn, onnxruntime
-(conv2d and matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
+only, in the dense layout W[N,K] its computes are for; same builder and runner). The templates take conv2d and matmul,
+the others depthwise too. Libraries: onednn, onnxruntime (conv2d, depthwise, matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
 runs every one through the same checks.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ class System:
     SystemResult, `timer` a callable timing its best again in this process."""
     name = ""
     tunes = True
-    operators: tuple = ("Conv2d", "Matmul")  # operator class names it takes
+    operators: tuple = ("Conv2d", "Matmul", "Depthwise")  # operator class names it takes
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
 
@@ -108,8 +108,8 @@ class TTile(System):
 class TVMPolicy(System):
     """MetaSchedule's default policy or an AutoTVM-style template (tvm_tuners.POLICIES)."""
 
-    def __init__(self, name, color):
-        self.name, self.color = name, color
+    def __init__(self, name, color, operators=System.operators):
+        self.name, self.color, self.operators = name, color, operators
 
     def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
         import tvm
@@ -207,8 +207,8 @@ class Library(System):
 
 
 SYSTEMS = {s.name: s for s in (
-    TTile(), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple"),
-    TVMPolicy("template-random", "tab:gray"), AutoMCL(), Library("onednn", "tab:orange"),
+    TTile(), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
+    TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
 LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)

@@ -1,5 +1,5 @@
 """Library references, measured in this process with the same thread count: oneDNN through PyTorch's CPU
-build and ONNX Runtime's CPU kernels (optional extras) for conv2d and matmul, numpy's BLAS for matmul. Weights
+build and ONNX Runtime's CPU kernels (optional extras) for conv2d, depthwise and matmul, numpy's BLAS for matmul. Weights
 are the libraries' constants (packed at set-up, as in a network); each output is checked against the operator's
 numpy reference before its time is reported."""
 from __future__ import annotations
@@ -76,6 +76,37 @@ def onnxruntime_conv2d(op, threads=1):
     return run().transpose(0, 2, 3, 1), _time(run), version
 
 
+def onednn_depthwise(op, threads=1):
+    """A convolution with groups = C (torch's depthwise), channels-last as onednn_conv2d."""
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = op.random_inputs()
+    xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    wt = torch.from_numpy(w).permute(2, 0, 1).unsqueeze(1).contiguous(memory_format=torch.channels_last)  # C1RS
+    top, left, bottom, right = op.pads
+    F = torch.nn.functional
+
+    def run():
+        with torch.no_grad():
+            return F.conv2d(F.pad(xt, (left, right, top, bottom)), wt, stride=op.stride, dilation=op.dilation,
+                            groups=op.C)
+
+    out = run().permute(0, 2, 3, 1).contiguous().numpy()
+    return out, _time(run), f"torch {torch.__version__} (oneDNN)"
+
+
+def onnxruntime_depthwise(op, threads=1):
+    from onnx import helper
+
+    x, w = op.random_inputs()
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=list(op.pads),
+                            dilations=[op.dilation] * 2, group=op.C)
+    xn = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    run, version = _onnxruntime_node(node, xn, np.ascontiguousarray(w.transpose(2, 0, 1)[:, None]), threads)  # C1RS
+    return run().transpose(0, 2, 3, 1), _time(run), version
+
+
 def _onnxruntime_node(node, x, weights, threads):
     """(run, version): one ONNX node on input "x" = `x` with its weights "w" as an initializer (a constant ONNX
     Runtime may prepack), in a session of `threads` threads."""
@@ -125,8 +156,9 @@ def onnxruntime_matmul(op, threads=1):
 
 
 # Per library, the operators it times (by class name).
-LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul},
-             "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul},
+LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depthwise": onednn_depthwise},
+             "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul,
+                             "Depthwise": onnxruntime_depthwise},
              "numpy": {"Matmul": numpy_matmul}}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .spec import Microkernel
 
 # The slice shown: every other unroll factor is 1.
-SLICE = {"conv2d": ("k", "h"), "matmul": ("j", "i")}
+SLICE = {"conv2d": ("k", "h"), "matmul": ("j", "i"), "depthwise": ("k", "w")}
 
 
 def heatmap_grid(catalog) -> tuple:
