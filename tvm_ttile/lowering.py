@@ -23,7 +23,7 @@ from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, LAYOUTS, canonicalize, recognize
+from .recognize import CANONICAL, LAYOUTS, _product, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -427,6 +427,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
+    if TILED_INPUT_COPY[op]:  # before `parallel` fuses the outer loops
+        notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:])
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -440,6 +442,25 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
 
 
 SCHEME_ANNOTATION = "tvm_ttile.scheme"
+# Operators whose input copy (the padding, or channels padded to whole vectors) is made per channel tile, inside
+# the innermost loop over output channels, instead of as a pass over the whole input before the operator:
+# depthwise reads each input channel for one output channel only, so the tiles' copies do not overlap, stay in
+# cache, and the function keeps no input-sized buffer. Conv2d's output channel tiles all read the whole input.
+TILED_INPUT_COPY = {"conv2d": False, "matmul": False, "depthwise": True}
+
+
+def _input_copy_per_tile(sch, block, loops, keys) -> list:
+    """compute_at of the block's input copy under the innermost of `loops` over k; none there: left as a pass."""
+    at = [lp for lp, (d, _) in zip(loops, keys) if d == "k"]
+    inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
+    copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
+    if not at or not copies:
+        return []
+    try:
+        sch.compute_at(copies[0], at[-1], preserve_unit_loops=True)
+    except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
+        return [f"input copy {sch.get(copies[0]).name_hint} left as a separate pass: {str(e).splitlines()[0]}"]
+    return []
 
 
 def scheme_of_schedule(sch) -> str | None:
