@@ -96,20 +96,21 @@ def _shape(args):
 
     from .operators import Conv2d, Depthwise, Matmul, get_layer
 
+    h = args.H if args.H is not None else args.hw
+    w = args.W if args.W is not None else args.hw
+    s = args.S if args.S is not None else args.R
+    window = f"{h}x{w}-R{args.R}S{s}-s{args.stride}-p{'-'.join(map(str, args.pad))}" + (
+        f"-batch{args.batch}" if args.batch != 1 else "")
     if args.op == "depthwise":
         if args.layer or args.K is not None:
             raise TTileError("tune depthwise takes --C and --hw (or --H and --W), --R/--S, --stride, --pad, --dilation, "
                              "--batch; no --layer or --K (the output channels are C)")
-        h = args.H if args.H is not None else args.hw
-        w = args.W if args.W is not None else args.hw
         missing = [n for n, v in (("C", args.C), ("H", h), ("W", w)) if v is None]
         if missing:
             raise TTileError("tune depthwise needs --C and --hw (or --H and --W) (missing: " +
                              ", ".join("--" + m for m in missing) + ")")
-        s = args.S if args.S is not None else args.R
         return Depthwise(C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=args.pad, dilation=args.dilation,
-                         N=args.batch, name=f"depthwise-C{args.C}-{h}x{w}-R{args.R}S{s}-s{args.stride}-p"
-                         + "-".join(map(str, args.pad)) + (f"-batch{args.batch}" if args.batch != 1 else ""))
+                         N=args.batch, name=f"depthwise-C{args.C}-{window}")
     if args.layer:
         op = get_layer(args.layer)
         if (args.op == "conv2d") != isinstance(op, Conv2d):
@@ -120,18 +121,12 @@ def _shape(args):
             op = dataclasses.replace(op, N=args.batch, name=f"{op.name}-batch{args.batch}")
         return op
     if args.op == "conv2d":
-        h = args.H if args.H is not None else args.hw
-        w = args.W if args.W is not None else args.hw
         missing = [n for n, v in (("K", args.K), ("C", args.C), ("H", h), ("W", w)) if v is None]
         if missing:
             raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (or --H and --W) (missing: " +
                              ", ".join("--" + m for m in missing) + ")")
-        s = args.S if args.S is not None else args.R
-        pad_text = "-".join(map(str, args.pad))
         return Conv2d(K=args.K, C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=args.pad,
-                      dilation=args.dilation, N=args.batch,
-                      name=f"conv2d-K{args.K}-C{args.C}-{h}x{w}-R{args.R}S{s}-s{args.stride}-p{pad_text}"
-                           + (f"-batch{args.batch}" if args.batch != 1 else ""))
+                      dilation=args.dilation, N=args.batch, name=f"conv2d-K{args.K}-C{args.C}-{window}")
     if args.batch != 1:
         raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
     missing = [n for n in ("M", "N", "K") if getattr(args, n) is None]

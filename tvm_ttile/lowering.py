@@ -390,7 +390,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     for d in intrin.loop_nest_names(op)[1:]:
-        if d != "c_i":
+        if d in BLOCK_DIMS[op]:  # not conv2d's c_i, added above when the microkernel unrolls c
             region_loops.append((d, d, region_ext.get(d, 1)))
 
     # Per dimension: the factors of the levels above the region, outermost first, then the region's.

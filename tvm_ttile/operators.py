@@ -15,8 +15,15 @@ import numpy as np
 from .errors import ShapeError, check_dtype, check_positive
 
 
+class _Operator:
+    """What every operator does alike: its PrimFunc from its TE definition (`te`)."""
+
+    def prim_func(self, vector_lanes: int | None = None):
+        return _prim_func(self, vector_lanes)
+
+
 @dataclasses.dataclass(frozen=True)
-class Conv2d:
+class Conv2d(_Operator):
     K: int
     C: int
     H: int  # input height before padding
@@ -100,9 +107,6 @@ class Conv2d:
             out = te.compute((self.N, self.out_h, self.out_w, self.K), lambda n, h, w, k: out[n, h, w, k], name="O_unpad")
         return inp, wgt_in, out
 
-    def prim_func(self, vector_lanes: int | None = None):
-        return _prim_func(self, vector_lanes)
-
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
         return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
@@ -113,7 +117,7 @@ class Conv2d:
 
 
 @dataclasses.dataclass(frozen=True)
-class Depthwise:
+class Depthwise(_Operator):
     """Depthwise conv2d: out[n, h, w, c] = sum over r, s of in[n, h * stride + r * dilation, w * stride +
     s * dilation, c] x W[r, s, c]; NHWC, weights RSC (TVM's HWIO of a conv with groups = C, the unit I
     dimension left out); the vectorized dimension is the channel, read by input, weights and output alike."""
@@ -193,9 +197,6 @@ class Depthwise:
                              name="O_unpad")
         return inp, wgt_in, out
 
-    def prim_func(self, vector_lanes: int | None = None):
-        return _prim_func(self, vector_lanes)
-
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
         return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
@@ -242,7 +243,7 @@ def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
 
 
 @dataclasses.dataclass(frozen=True)
-class Matmul:
+class Matmul(_Operator):
     """C[M,N] = A[M,K] x B[K,N]; with dense=True the weights are stored W[N,K] (TVM's dense layout)."""
 
     M: int
@@ -294,9 +295,6 @@ class Matmul:
         if np_ != self.N:
             c = te.compute((self.M, self.N), lambda i, j: c[i, j], name="C_unpad")
         return a, b_in, c
-
-    def prim_func(self, vector_lanes: int | None = None):
-        return _prim_func(self, vector_lanes)
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)

@@ -23,21 +23,25 @@ from .spec import Microkernel
 def loop_nest(mk: Microkernel):
     """The microkernel's loops from the outermost (the reduction loop) inwards, as (name, extent);
     loops of extent 1 are left out on both sides of tensorize (lowering moves them above)."""
-    u = dict(mk.unroll)
-    if mk.op == "conv2d":
-        nest = [("c_o", mk.red // u["c"]), ("s", u["s"]), ("r", u["r"]), ("c_i", u["c"]),
-                ("w", u["w"]), ("h", u["h"]), ("k", u["k"] * mk.lanes)]
-    elif mk.op == "depthwise":
-        nest = [("r", mk.red), ("s", u["s"]), ("w", u["w"]), ("h", u["h"]), ("k", u["k"] * mk.lanes)]
+    extent = dict(mk.unroll)
+    extent[mk.family["vector"]] *= mk.lanes
+    unrolled = mk.family["unrolled_reduction"]
+    if unrolled:  # conv2d: the reuse loop runs red // uc steps of uc unrolled channels (c_i)
+        extent["c_o"], extent["c_i"] = mk.red // extent[unrolled], extent[unrolled]
     else:
-        nest = [("k", mk.red), ("i", u["i"]), ("j", u["j"] * mk.lanes)]
+        extent[mk.family["reduction"]] = mk.red
+    nest = [(n, extent[n]) for n in loop_nest_names(mk.op)]
     return [(n, e) for n, e in nest if e > 1]
+
+
+# The loops of each family's microkernel from the outermost (the reuse loop) inwards.
+LOOP_NEST_NAMES = {"conv2d": ("c_o", "s", "r", "c_i", "w", "h", "k"), "matmul": ("k", "i", "j"),
+                   "depthwise": ("r", "s", "w", "h", "k")}
 
 
 def loop_nest_names(op: str) -> tuple:
     """The names loop_nest gives the loops of an `op` microkernel, the reuse loop first."""
-    return {"conv2d": ("c_o", "s", "r", "c_i", "w", "h", "k"), "matmul": ("k", "i", "j"),
-            "depthwise": ("r", "s", "w", "h", "k")}[op]
+    return LOOP_NEST_NAMES[op]
 
 
 PACKED = "_pkw"  # name suffix (+ block size) of the intrinsics that read prepacked weights
