@@ -151,7 +151,9 @@ def cmd_tune(args) -> int:
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
                sampler_options=_sampler_options(args.sampler_option),
-               settings=MeasureSettings().with_confirm_top(args.confirm_top))
+               settings=MeasureSettings().with_confirm_top(args.confirm_top),
+               strategy="model" if args.strategy == "model" else "random",
+               strategy_options=_sampler_options(args.strategy_option, "--strategy-option"))
     if args.json:
         d = res.to_json()
         if not args.history:
@@ -168,14 +170,19 @@ def cmd_tune(args) -> int:
         b = res.parallel
         print(f"parallel {b['chunks']} chunks for {b['threads']} threads ({b['kind']}; the threads are busy "
               f"{100 * b['efficiency']:.0f}% of the time if the chunks cost the same)")
-    print(f"trials   {res.trials} in the database ({res.new_trials} new), {res.seconds:.0f} s wall time")
+    if not res.work_dir:  # --strategy model --trials 0
+        print(f"trials   none: the model ranked the drawn schemes and this one was built in {res.seconds:.0f} s "
+              "(timed once, for this report only)")
+    else:
+        print(f"trials   {res.trials} in the database ({res.new_trials} new), {res.seconds:.0f} s wall time")
     print(f"verified {'yes' if res.verified else 'NO'} against numpy (max abs error {res.max_abs_error:.2e})")
     if res.lowering_failures:
         print(f"warning: {len(res.lowering_failures)} drawn schemes could not be lowered, e.g. "
               f"{res.lowering_failures[0]}")
     for note in res.lowering_notes:
         print(f"note: {note}")
-    print(f"records  {res.work_dir} (MetaSchedule JSON database; rerun with --work-dir to resume)")
+    if res.work_dir:
+        print(f"records  {res.work_dir} (MetaSchedule JSON database; rerun with --work-dir to resume)")
     return 0 if res.verified else 1
 
 
@@ -186,14 +193,14 @@ def _number(value: str):
         return value
 
 
-def _sampler_options(items) -> dict:
+def _sampler_options(items, flag: str = "--sampler-option") -> dict:
     """NAME=VALUE strings -> options; numbers and true/false are converted (the sampler checks names and
     types)."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise TTileError(f"--sampler-option takes NAME=VALUE, got {item!r}")
+            raise TTileError(f"{flag} takes NAME=VALUE, got {item!r}")
         low = value.lower()
         out[name] = int(value) if value.lstrip("-").isdigit() else (low == "true") if low in ("true", "false") \
             else _number(value)
@@ -260,6 +267,8 @@ def cmd_tune_model(args) -> int:
                         prepack=not args.no_prepack, dense=args.dense,
                         cache_flush={"on": True, "off": False}.get(args.cache_flush),
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
+                        strategy="model" if args.strategy == "model" else "random",
+                        strategy_options=_sampler_options(args.strategy_option, "--strategy-option"),
                         in_network_top=args.in_network_top)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
@@ -370,6 +379,9 @@ def _parents():
     tuning.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                         help="an option of tvm_ttile's sampler, e.g. min_reuse=32, weights_first=0.5, "
                              "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5)")
+    tuning.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of the model strategy: pool=2000 (schemes drawn and ranked), "
+                             "ranker=learned|time|polydl, online=true, explore=0.1")
     return output, tuning
 
 
@@ -414,8 +426,10 @@ def make_parser():
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
-    p.add_argument("--strategy", choices=["ttile", "automcl"], default="ttile",
-                   help="ttile: the structured space; automcl: AutoMCL's computes and analytic space (dense)")
+    p.add_argument("--strategy", choices=["ttile", "model", "automcl"], default="ttile",
+                   help="ttile: the structured space, schemes measured as drawn; model: the structured space, a "
+                        "pool of drawn schemes ranked before measuring (with --trials 0: build the top-ranked "
+                        "one, no candidate timed); automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", type=_dir, help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", type=_host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
@@ -436,6 +450,9 @@ def make_parser():
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
+    p.add_argument("--strategy", choices=["ttile", "model"], default="ttile",
+                   help="how conv2d/matmul tasks pick what to measure: ttile (schemes measured as drawn) or model "
+                        "(a pool of drawn schemes ranked first; see --strategy-option)")
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")

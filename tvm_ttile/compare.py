@@ -80,7 +80,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 timed.append((system, 0, None))
                 continue
             runs = []
-            ttile = system == "tvm_ttile"
+            ttile = SYSTEMS[system].ours  # tvm_ttile's systems: --ttile-budget, --seeds, the sampler's options
             for seed in range(seeds if ttile else baseline_seeds):
                 name = SYSTEMS[system].work_name(layer, prepack)
                 if ttile and sampler_options:

@@ -40,7 +40,7 @@ def latency_rounds() -> int:
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
                prepack=True, dense="tvm_ttile", cache_flush=None, sampler_options=None, confirm_top=None,
-               in_network_top=IN_NETWORK_TOP) -> dict:
+               in_network_top=IN_NETWORK_TOP, strategy="random", strategy_options=None) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: time
@@ -62,7 +62,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
                             progress=progress, verbose=verbose, prepack=prepack, dense=dense,
-                            sampler_options=sampler_options)
+                            sampler_options=sampler_options, strategy=strategy, strategy_options=strategy_options)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     forget_picks(work_dir)  # made again below, among the records as they are now

@@ -212,7 +212,8 @@ def network_sampler_options(options: dict | None = None) -> dict:
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
                  verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
-                 sampler_options: dict | None = None) -> NetworkTuneResult:
+                 sampler_options: dict | None = None, strategy: str = "random",
+                 strategy_options: dict | None = None) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
@@ -221,7 +222,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     weights are packed for the kernels once at build time (build with the same `prepack`). With
     dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
     trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
-    the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32})."""
+    the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32});
+    `strategy` ("random" or "model", strategies.STRATEGIES) orders what those tasks measure."""
     from .microkernels.catalog import build_catalog
     from .measure import default_builder, default_runner
     from .tune import run_tuner
@@ -271,7 +273,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
             strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
                                    threads=threads, trial_log=WorkDir(task_dir).trials, first=first,
-                                   sampler_options=network_sampler_options(sampler_options))
+                                   sampler_options=network_sampler_options(sampler_options), strategy=strategy,
+                                   strategy_options=strategy_options)
             twins.append(task.mod)
             per_iter = 10
         else:

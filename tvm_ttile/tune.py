@@ -94,12 +94,23 @@ def rpc_runner(tracker_host: str, tracker_port: int, key: str, settings: Measure
 def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, work_dir: str | None = None,
          sampler: str = "ttile", kept=None, runner=None, settings: MeasureSettings = MeasureSettings(),
          trials_per_iter: int = 10, progress: bool = True, verbose: bool = False,
-         sampler_options: dict | None = None) -> TuneResult:
-    """Tune `operator` (operators.Conv2d or Matmul) and return the verified best."""
+         sampler_options: dict | None = None, strategy: str = "random",
+         strategy_options: dict | None = None) -> TuneResult:
+    """Tune `operator` (operators.Conv2d, Depthwise or Matmul) and return the verified best. strategy "model"
+    ranks a pool of drawn schemes before measuring (strategies.model); with trials=0 it measures no candidate
+    and builds the top-ranked scheme (pick_without_measuring)."""
     import tempfile
 
+    from .strategies import make_strategy
+
+    make_strategy(strategy, **(strategy_options or {}))  # a bad name or option: one line, before anything runs
+    if trials == 0 and strategy == "model":
+        return pick_without_measuring(operator, cpu, seed=seed, threads=threads, sampler=sampler,
+                                      sampler_options=sampler_options, strategy_options=strategy_options,
+                                      settings=settings)
     if trials <= 0:
-        raise TTileError(f"trials must be positive, got {trials}")
+        raise TTileError(f"trials must be positive (0 only with the model strategy, which then measures no "
+                         f"candidate), got {trials}")
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.check_runs_here(cpu) if runner is None else None
     cpu_mod.use_threads(threads)  # before anything in this process runs a parallel loop
@@ -118,14 +129,63 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
 
         catalog = build_catalog(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name).op)
         kept, fallback = catalog.kept, catalog.ranked()
-    strategy = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
-                           fallback=fallback, sampler_options=sampler_options or {})
+    search = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
+                         fallback=fallback, sampler_options=sampler_options or {}, strategy=strategy,
+                         strategy_options=strategy_options)
     seconds, database = run_tuner(
-        operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=strategy,
+        operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=search,
         cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads,
         trials_per_iter=trials_per_iter, progress=progress, verbose=verbose,
         label=f"tuning {operator.name or type(operator).__name__}")
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
+
+
+def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, sampler: str = "ttile",
+                           sampler_options: dict | None = None, strategy_options: dict | None = None,
+                           settings: MeasureSettings = MeasureSettings()) -> TuneResult:
+    """Zero trials: draw the model strategy's pool, rank it, build the top-ranked scheme that lowers, verify it
+    against numpy; no candidate is timed. The chosen kernel is then timed once, for the report only."""
+    from .costmodel import CostContext
+    from .lowering import lower
+    from .measure import measure_modules
+    from .microkernels.catalog import build_catalog
+    from .samplers import make_sampler
+    from .space import Problem, Space
+    from .strategies import make_strategy
+
+    start = time.time()
+    cpu = cpu or cpu_mod.detect_host()
+    cpu_mod.check_runs_here(cpu)
+    cpu_mod.use_threads(threads)
+    cpu_tensor_intrinsics_only()
+    target = cpu.target(threads)
+    mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
+    problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name)
+    catalog = build_catalog(cpu, problem.op)
+    space = Space(problem, catalog.kept, catalog.ranked(), threads=threads)
+    chooser = make_strategy("model", **(strategy_options or {}))
+    chooser.plan(space, make_sampler(sampler, seed, **(sampler_options or {})), 1,
+                 context=CostContext.for_cpu(cpu, problem.op, threads, catalog=catalog))
+    failures = []
+    for scheme in chooser.top(20):  # the first that lowers (a failure is reported, never silent)
+        sch = tvm.s_tir.Schedule(mod)
+        try:
+            notes = lower(problem, scheme, sch, threads=threads).notes
+            break
+        except Exception as e:  # noqa: BLE001
+            failures.append({"scheme": scheme.text, "error": str(e).splitlines()[0] if str(e) else repr(e)})
+    else:
+        raise TTileError(f"none of the 20 top-ranked schemes could be lowered: {failures[:3]}")
+    verified, err = verify(operator, sch.mod, target)
+    chosen_seconds = time.time() - start
+    (m,) = measure_modules([sch.mod], target, settings)
+    if m.error:
+        raise TTileError(f"the top-ranked scheme {scheme.text} failed to run: {m.error}")
+    gflops = operator.flops / statistics.median(m.seconds) / 1e9
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
+    return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme.text, 0, 0,
+                      chosen_seconds, verified, err, threads, failures, notes,
+                      scheme.parallel_balance(threads), [], "")
 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,

@@ -3,7 +3,8 @@
     from tvm_ttile.baselines import run_system
     r = run_system("metaschedule", get_layer("ResNet18-2"), trials=300, seed=0, work_dir="cmp/ms")
 
-SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, metaschedule, template-xgb,
+SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, tvm_ttile-model (ranked before measuring),
+metaschedule, template-xgb,
 template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
 only, in the dense layout W[N,K] its computes are for; same builder and runner). The templates take conv2d and matmul,
 the others depthwise too. Libraries: onednn, onnxruntime (conv2d, depthwise, matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
@@ -54,6 +55,7 @@ class System:
     SystemResult, `timer` a callable timing its best again in this process."""
     name = ""
     tunes = True
+    ours = False  # a tvm_ttile system: its budget is --ttile-budget, it draws with the sampler's options
     operators: tuple = ("Conv2d", "Matmul", "Depthwise")  # operator class names it takes
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
@@ -92,14 +94,19 @@ class System:
 
 
 class TTile(System):
-    name, color = "tvm_ttile", "tab:green"
+    """tvm_ttile with a search strategy (strategies.STRATEGIES): random (measured as drawn) or model (ranked
+    before measuring: the system tvm_ttile-model, PolyDL's idea in the structured space)."""
     options = {"sampler_options": None}  # the ttile sampler's options (samplers.all_options)
+    ours = True
+
+    def __init__(self, name="tvm_ttile", color="tab:green", strategy="random"):
+        self.name, self.color, self.strategy = name, color, strategy
 
     def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
         from ..tune import read_curve, tune
 
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
-                   progress=progress, sampler_options=options.get("sampler_options"))
+                   progress=progress, sampler_options=options.get("sampler_options"), strategy=self.strategy)
         return SystemResult(self.name, res.operator, res.gflops, res.percent_of_peak, res.seconds, res.trials,
                             res.verified, res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
                             res.lowering_notes)
@@ -207,7 +214,7 @@ class Library(System):
 
 
 SYSTEMS = {s.name: s for s in (
-    TTile(), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
+    TTile(), TTile("tvm_ttile-model", "tab:olive", "model"), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
     TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)

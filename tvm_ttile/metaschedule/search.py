@@ -1,9 +1,10 @@
-"""The search strategy: random sampling of the structured space, each drawn scheme lowered on a MetaSchedule
+"""The search strategy: sampling of the structured space (in drawn or ranked order), each drawn scheme lowered on a MetaSchedule
 Schedule (so the trace records it) and handed over as a measure candidate; tasks that are not tvm_ttile's go to
 MetaSchedule's evolutionary search, with a warning."""
 from __future__ import annotations
 
 import logging
+import statistics
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -20,7 +21,8 @@ from .space import ttile_problem
 
 @derived_object
 class TTileSearch(PySearchStrategy):
-    """Random sampling of the structured space (section 6.1 by default; any tvm_ttile sampler by name).
+    """Search of the structured space: schemes drawn by a tvm_ttile sampler (section 6.1 by default), measured
+    in the order a strategy gives (strategies.STRATEGIES: "random", the order drawn; "model", ranked first).
 
     kept: the catalog microkernels to draw from; by default the target CPU's catalog (built if missing).
     Schemes already in the database for this workload are not measured again (resumed runs).
@@ -28,14 +30,19 @@ class TTileSearch(PySearchStrategy):
     """
 
     def __init__(self, sampler: str = "ttile", seed: int = 0, kept=None, threshold: float = 0.80, threads=None,
-                 trial_log: str | None = None, fallback=(), sampler_options: dict | None = None, first=()):
+                 trial_log: str | None = None, fallback=(), sampler_options: dict | None = None, first=(),
+                 strategy: str = "random", strategy_options: dict | None = None):
         self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
         self.first = list(first)
         self.fallback = list(fallback)  # measured microkernels below the threshold, best first
         self.sampler_options = dict(sampler_options or {})
+        self.strategy_name, self.strategy_options = strategy, dict(strategy_options or {})
         from ..samplers import make_sampler
+        from ..strategies import make_strategy
 
-        make_sampler(sampler, seed, **self.sampler_options)  # a bad name fails here, not inside MetaSchedule's C++
+        # Bad names and options fail here, not inside MetaSchedule's C++.
+        make_sampler(sampler, seed, **self.sampler_options)
+        make_strategy(strategy, **self.strategy_options)
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
 
@@ -68,6 +75,9 @@ class TTileSearch(PySearchStrategy):
         if self.delegate is not None:
             return self.delegate.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database,
                                             cost_model or ms.cost_model.RandomModel())
+        from ..strategies import make_strategy
+
+        catalog = None
         if self.kept is not None:
             kept, fallback = self.kept, self.fallback
         else:
@@ -83,12 +93,17 @@ class TTileSearch(PySearchStrategy):
                 append_journal(self.trial_log, {"scheme": None, "error": None, "notes": [
                     "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]})
         done = set(measured_schemes(database, self.mod))
-        first = [Scheme.parse(t) for t in dict.fromkeys(self.first) if t not in done]
         sampler = make_sampler(self.sampler_name, seed=self.seed, **self.sampler_options)
-        drawn = sampler.sample_many(space, max_trials + len(done) + len(first))
-        seen = done | {s.text for s in first}
-        self.queue = (first + [s for s in drawn if s.text not in seen])[:max_trials]
+        self.strategy = make_strategy(self.strategy_name, **self.strategy_options)
+        context = None
+        if self.strategy.RANKS:
+            from ..costmodel import CostContext
+
+            context = CostContext.for_cpu(self.cpu, self.problem.op, self.threads, catalog=catalog)
+        self.strategy.plan(space, sampler, max_trials, skip=done, first=[Scheme.parse(t) for t in self.first],
+                           context=context)
         self.per_iter = num_trials_per_iter
+        self.pending = []  # the schemes of the last batch, in candidate order
 
     def generate_measure_candidates(self):
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
@@ -96,9 +111,8 @@ class TTileSearch(PySearchStrategy):
         if self.delegate is not None:
             return self.delegate.generate_measure_candidates()
 
-        batch = []
-        while self.queue and len(batch) < self.per_iter:
-            scheme = self.queue.pop(0)
+        batch, self.pending = [], []
+        for scheme in self.strategy.next_batch(self.per_iter):
             sch = tvm.s_tir.Schedule(self.mod)
             entry = {"scheme": scheme.text, "error": None}
             try:
@@ -110,13 +124,20 @@ class TTileSearch(PySearchStrategy):
             if entry["error"]:
                 continue
             # Arguments as the builder leaves the function: without its weight-packing block, packed weights.
+            self.pending.append(scheme)
             batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
         return batch or None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
-        # Random sampling learns nothing from results; they reach the database and curve.jsonl.
+        # Results reach the database and curve.jsonl; a strategy that learns hears them too.
         if self.delegate is not None:
-            self.delegate.notify_runner_results(measure_candidates, results)
+            return self.delegate.notify_runner_results(measure_candidates, results)
+        seconds = []
+        for res in results:
+            secs = [float(x) for x in res.run_secs] if res.run_secs else []
+            ok = bool(secs) and res.error_msg is None and min(secs) < 1e9
+            seconds.append(statistics.median(secs) if ok else None)
+        self.strategy.observe(self.pending[:len(seconds)], seconds)
 
     def post_tuning(self) -> None:
         if self.delegate is not None:
@@ -124,4 +145,5 @@ class TTileSearch(PySearchStrategy):
 
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
-                           self.fallback, self.sampler_options, self.first)
+                           self.fallback, self.sampler_options, self.first, self.strategy_name,
+                           self.strategy_options)

@@ -1,0 +1,271 @@
+"""How well do rankers order schemes before measuring them? Judged on layers where 200 random schemes were each
+measured once (`tvm-ttile tune conv2d --layer L --prepack --trials 200 --work-dir DIR/L`), with learned models
+trained only on other networks' records (PolyDL's split: train on some networks, test on others).
+
+    python benchmarks/ranking_eval.py --eval DIR/ResNet18-2 ... --train WORK_DIR ... --out benchmarks/results/R
+        [--retime]
+
+Per layer and ranker (polydl = PolyDL's Eq. 1, time = predicted seconds, learned = pairwise network,
+learned-online = the same refit after each batch of 10, as `--strategy model` runs, 1 of 10 explored at
+random; random = the measured order's expectation over 2000 shuffles):
+- Spearman correlation of the ranker's cost with the measured seconds;
+- top-1: the top-ranked of the 200 as a share of the best of the 200 (GFLOPS ratio); best of the top 8 likewise;
+- trials until a scheme within 95% of the best of 200 is measured.
+Learned models for a layer are trained on every --train work dir except the layer's own network's
+(ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's).
+--retime: the zero-trial pick (the top-ranked of a fresh pool of 2000, learned ranker of the layer's fold) and the
+best of the 200 built again, checked against numpy and timed side by side, 5 rounds round-robin.
+No other heavy job may run during --retime.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
+
+NETWORK_OF = {"ResNet18": "resnet18", "Yolo9000": "darknet19"}
+BATCH, EXPLORE = 10, 1
+
+
+def spearman(a, b) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def order_metrics(order_secs: list, best: float) -> dict:
+    hit = next(i + 1 for i, s in enumerate(order_secs) if s <= best / 0.95)
+    return {"top1": best / order_secs[0], "top8": best / min(order_secs[:8]), "trials_to_95": hit}
+
+
+def random_metrics(secs: list, best: float, rng) -> dict:
+    runs = [order_metrics(list(rng.permutation(secs)), best) for _ in range(2000)]
+    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+
+
+def online_order(model, x, secs, rng):
+    """The model strategy on the measured pool: rank, measure a batch (1 explored at random), refit, rank."""
+    from tvm_ttile.costmodel.pairwise import PairwiseRanker  # noqa: F401
+
+    left = list(range(len(secs)))
+    order, seen = [], []
+    current = model
+    while left:
+        scores = current.score(x[left])
+        ranked = [left[i] for i in np.argsort(-scores, kind="stable")]
+        take = ranked[:BATCH - EXPLORE]
+        rest = ranked[BATCH - EXPLORE:]
+        if rest:
+            take += list(rng.choice(rest, min(EXPLORE, len(rest)), replace=False))
+        order += take
+        seen += take
+        left = [i for i in left if i not in set(take)]
+        if len(seen) >= 4:
+            current = model.copy()
+            current.fit([(x[seen], np.array(secs)[seen])], epochs=60, pairs_per_group=500, standardize=False,
+                        seed=len(seen))
+    return order
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eval", nargs="+", required=True)
+    ap.add_argument("--train", nargs="+", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--epochs", type=int, default=300)
+    ap.add_argument("--retime", action="store_true")
+    ap.add_argument("--trials", type=int, default=50, help="--retime: the model strategy's and random's budget")
+    args = ap.parse_args()
+    from tvm_ttile.costmodel.analytic import FEATURES, features, polydl_cost, predicted_seconds
+    from tvm_ttile.costmodel.pairwise import PairwiseRanker
+    from tvm_ttile.costmodel.records import measured_layers
+
+    os.makedirs(args.out, exist_ok=True)
+    cpu, context_of = contexts()
+    train_dirs = work_dirs(args.train)
+    layers, groups, _ = load_groups(train_dirs, context_of)  # once; each fold takes its part
+    by_dir = [(key.split("#")[0], g) for (key, _, _), g in zip(layers, groups)]
+    models, rows, scatter = {}, [], {}
+    rng = np.random.default_rng(0)
+    for d in args.eval:
+        name = os.path.basename(os.path.normpath(d))
+        fold = NETWORK_OF.get(name.split("-")[0])
+        if fold not in models:
+            keep = [t for t in train_dirs if fold is None or fold not in t.lower()]
+            fold_groups = [g for t, g in by_dir if t in keep]
+            model = PairwiseRanker(len(FEATURES), seed=0)
+            model.fit(fold_groups, epochs=args.epochs)
+            path = os.path.join(args.out, f"ranker_without_{fold}.json")
+            with open(path, "w") as f:
+                json.dump({"features": list(FEATURES), "model": model.to_json(),
+                           "trained_on": [os.path.relpath(t) for t in keep]}, f)
+            models[fold] = (model, path, len(fold_groups), int(sum(len(t) for _, t in fold_groups)))
+        model, model_path, n_layers, n_schemes = models[fold]
+        ((_, problem, measured),) = measured_layers(d)
+        ctx = context_of(problem.op)
+        schemes = [s for s, _ in measured]
+        secs = [t for _, t in measured]
+        best = min(secs)
+        x = np.array([features(problem, s, ctx) for s in schemes])
+        costs = {"polydl": [polydl_cost(problem, s, ctx) for s in schemes],
+                 "time": [predicted_seconds(problem, s, ctx) for s in schemes],
+                 "learned": list(-model.score(x))}
+        row = {"layer": name, "schemes": len(secs), "best_gflops": problem_flops(problem) / best / 1e9,
+               "fold": f"trained without {fold}: {n_layers} layers, {n_schemes} schemes"}
+        for ranker, c in costs.items():
+            order = [secs[i] for i in np.argsort(c, kind="stable")]
+            row[ranker] = {"spearman": spearman(c, secs), **order_metrics(order, best)}
+        online = online_order(model, x, secs, np.random.default_rng(0))
+        row["learned-online"] = order_metrics([secs[i] for i in online], best)
+        row["random"] = random_metrics(secs, best, rng)
+        scatter[name] = {"measured": secs, "time": costs["time"], "learned": costs["learned"]}
+        if args.retime:
+            row["retime"] = retime(name, model_path, d, {sc.text: t for sc, t in measured}, cpu, args.out,
+                                   args.trials)
+        rows.append(row)
+        print(name, {k: v for k, v in row.items() if k not in ("layer",)}, flush=True)
+    write(args, rows, scatter, cpu)
+
+
+def problem_flops(problem) -> float:
+    return 2.0 * problem.batch * math.prod(v for _, v in problem.sizes)
+
+
+def random_first(work_dir: str, n: int, measured: dict) -> str:
+    """The best of the first n schemes the random run measured (its trial log keeps the drawn order)."""
+    from tvm_ttile.workdir import WorkDir, read_journal
+
+    drawn = [e["scheme"] for e in read_journal(WorkDir(work_dir).trials) if e.get("scheme") and not e.get("error")]
+    first = [t for t in drawn if t in measured][:n]
+    return min(first, key=measured.__getitem__)
+
+
+def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
+    """Side by side, 5 rounds round-robin, each checked against numpy: the zero-trial pick (fold model), the best
+    of `trials` measured by the model strategy (fold model), the best of the random run's first `trials`, and the
+    best of its 200."""
+    import dataclasses
+
+    import tvm
+
+    from tvm_ttile.lowering import lower
+    from tvm_ttile.measure import MeasureSettings, measure_modules
+    from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
+    from tvm_ttile.operators import get_layer
+    from tvm_ttile.scheme import Scheme
+    from tvm_ttile.space import Problem
+    from tvm_ttile.tune import pick_without_measuring, tune, verify
+
+    cpu_tensor_intrinsics_only()
+    op = dataclasses.replace(get_layer(name), prepack=True)
+    start = time.time()
+    pick = pick_without_measuring(op, cpu, strategy_options={"model": model_path})
+    pick_seconds = time.time() - start
+    model = tune(op, cpu, trials=trials, seed=0, work_dir=os.path.join(out, "work", f"{name}-model{trials}"),
+                 strategy="model", strategy_options={"model": model_path}, progress=False)
+    texts = {"zero-trial": pick.scheme, f"model-{trials}": model.scheme,
+             f"random-{trials}": random_first(eval_dir, trials, measured), "best-of-200": min(measured, key=measured.get)}
+    problem = Problem.from_operator(op, cpu.lanes, cpu.isa.name)
+    target = cpu.target(1)
+    mods, checks = [], {}
+    for label, text in texts.items():
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
+        lower(problem, Scheme.parse(text), sch)
+        checks[label] = verify(op, sch.mod, target)[0]
+        mods.append(sch.mod)
+    timed = measure_modules(mods, target, MeasureSettings(), rounds=5)
+    gflops = {label: op.flops / statistics.median(m.seconds) / 1e9 for label, m in zip(texts, timed)}
+    return {"schemes": texts, "verified": checks, "gflops": gflops, "pick_chosen_in_s": round(pick_seconds, 1),
+            "model_tuning_s": round(model.seconds, 1)}
+
+
+def write(args, rows, scatter, cpu):
+    rankers = ("polydl", "time", "learned", "learned-online", "random")
+    out = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "machine": cpu.name,
+           "isa": cpu.isa.name, "threads": 1, "python": platform.python_version(),
+           "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
+    with open(os.path.join(args.out, "ranking_eval.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    geo = lambda v: math.exp(statistics.mean(math.log(x) for x in v))  # noqa: E731
+    lines = [f"# Ranking schemes before measuring, {cpu.name} ({cpu.isa.name}), 1 thread", "",
+             f"Command: `{out['command']}`", "",
+             "Per layer, 200 random tvm_ttile schemes each measured once (prepacked weights). top-1 / top-8: the "
+             "best-ranked scheme / the best of the 8 best-ranked, as a share of the best of the 200 (GFLOPS); "
+             "to 95%: schemes measured in ranked order until one within 95% of that best; random: expectation over "
+             "2000 shuffles of the same 200. Learned models never saw the layer's network.", "",
+             "| layer | " + " | ".join(f"{r} ρ" for r in rankers[:3]) + " | " +
+             " | ".join(f"{r} top-1" for r in rankers) + " | " + " | ".join(f"{r} top-8" for r in rankers) + " | " +
+             " | ".join(f"{r} to 95%" for r in rankers) + " |",
+             "|---|" + "---:|" * (3 + 4 * len(rankers))]
+    for r in rows:
+        lines.append(f"| {r['layer']} | " + " | ".join(f"{r[k]['spearman']:.2f}" for k in rankers[:3]) + " | " +
+                     " | ".join(f"{r[k]['top1']:.2f}" for k in rankers) + " | " +
+                     " | ".join(f"{r[k]['top8']:.2f}" for k in rankers) + " | " +
+                     " | ".join(f"{r[k]['trials_to_95']:.0f}" for k in rankers) + " |")
+    lines.append("| geomean | " + " | ".join(f"{statistics.mean(r[k]['spearman'] for r in rows):.2f}"
+                                           for k in rankers[:3]) + " | " +
+                 " | ".join(f"{geo([r[k]['top1'] for r in rows]):.3f}" for k in rankers) + " | " +
+                 " | ".join(f"{geo([r[k]['top8'] for r in rows]):.3f}" for k in rankers) + " | " +
+                 " | ".join(f"{geo([r[k]['trials_to_95'] for r in rows]):.1f}" for k in rankers) + " |")
+    lines.append("")
+    lines.append("(ρ column of the geomean row: the mean correlation.) Folds: " +
+                 "; ".join(sorted({f"{r['layer'].split('-')[0]}: {r['fold']}" for r in rows})))
+    if any("retime" in r for r in rows):
+        labels = list(rows[0]["retime"]["gflops"])
+        lines += ["", "## Picks timed side by side", "",
+                  "Per layer, built again, checked against numpy and timed together (5 rounds round-robin, medians, "
+                  "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000, no "
+                  f"candidate timed), model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
+                  f"(the best of the random run's first {args.trials}), and the best of the 200.", "",
+                  "| layer | " + " | ".join(labels) + " | verified | pick chosen in | model tuning |",
+                  "|---|" + "---:|" * len(labels) + "---|---:|---:|"]
+        for r in rows:
+            t = r["retime"]
+            ref = t["gflops"]["best-of-200"]
+            lines.append(f"| {r['layer']} | " + " | ".join(f"{100 * t['gflops'][k] / ref:.1f}" for k in labels) +
+                         f" | {'yes' if all(t['verified'].values()) else 'NO'} | {t['pick_chosen_in_s']:.0f} s | "
+                         f"{t['model_tuning_s']:.0f} s |")
+        lines.append("| geomean | " + " | ".join(
+            f"{100 * geo([r['retime']['gflops'][k] / r['retime']['gflops']['best-of-200'] for r in rows]):.1f}"
+            for k in labels) + " | | | |")
+        model, rand = f"model-{args.trials}", f"random-{args.trials}"
+        lines.append("")
+        lines.append(f"{model} / {rand} per layer: " + ", ".join(
+            f"{r['layer']} {r['retime']['gflops'][model] / r['retime']['gflops'][rand]:.3f}" for r in rows))
+    with open(os.path.join(args.out, "ranking_eval.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plot(args.out, scatter)
+
+
+def plot(out, scatter):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(scatter)
+    fig, axes = plt.subplots(2, len(names), figsize=(3 * len(names), 6), squeeze=False)
+    for j, name in enumerate(names):
+        s = scatter[name]
+        for i, key in enumerate(("time", "learned")):
+            ax = axes[i][j]
+            ax.scatter(s[key], [1e3 * t for t in s["measured"]], s=6)
+            ax.set_title(f"{name}: {key}", fontsize=8)
+            ax.set_xlabel("predicted seconds" if key == "time" else "learned cost (lower: faster)", fontsize=7)
+            ax.set_ylabel("measured ms", fontsize=7)
+            ax.tick_params(labelsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "predicted_vs_measured.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()

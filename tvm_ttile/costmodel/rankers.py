@@ -1,0 +1,120 @@
+"""Rankers: order drawn schemes before measuring them. One small class each, options declared as data.
+
+    polydl    PolyDL's Eq. 1: working sets per cache level x latency / bandwidth (section 4.2.1)
+    time      predicted seconds: the microkernel's measured rate + the data moved between levels
+    learned   the pairwise network (pairwise.py) trained on measured records, shipped in tvm_ttile/data;
+              with online=True it refits on the layer's own measurements as they arrive (as MetaSchedule's
+              cost model does)
+
+`costs(problem, schemes)`: lower is better. `observe(problem, schemes, seconds)`: measurements of this layer.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TTileError
+from .analytic import FEATURES, CostContext, features, polydl_cost, predicted_seconds
+from .pairwise import PairwiseRanker
+
+MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "ranker_pairwise.json"
+
+
+class Ranker:
+    NAME = "base"
+    OPTIONS: dict = {}
+
+    def __init__(self, ctx: CostContext, **options):
+        unknown = set(options) - set(self.OPTIONS)
+        if unknown:
+            raise TTileError(f"ranker {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
+        self.ctx = ctx
+        self.options = {k: options.get(k, default) for k, (default, _) in self.OPTIONS.items()}
+
+    def costs(self, problem, schemes) -> list:
+        raise NotImplementedError
+
+    def observe(self, problem, schemes, seconds) -> None:
+        """Measured seconds of some schemes of `problem` (None: failed). Analytic rankers learn nothing."""
+
+    def rank(self, problem, schemes) -> list:
+        """`schemes` best first (ties keep the drawn order, so a seed gives one order)."""
+        costs = self.costs(problem, schemes)
+        return [s for _, _, s in sorted(zip(costs, range(len(schemes)), schemes), key=lambda t: (t[0], t[1]))]
+
+
+class PolyDLRanker(Ranker):
+    NAME = "polydl"
+
+    def costs(self, problem, schemes):
+        return [polydl_cost(problem, s, self.ctx) for s in schemes]
+
+
+class TimeRanker(Ranker):
+    NAME = "time"
+
+    def costs(self, problem, schemes):
+        return [predicted_seconds(problem, s, self.ctx) for s in schemes]
+
+
+class LearnedRanker(Ranker):
+    NAME = "learned"
+    OPTIONS = {"model": ("", "a model file written by benchmarks/train_ranker.py (default: the shipped one)"),
+               "online": (True, "refit on the layer's own measurements after each batch"),
+               "refit_epochs": (60, "gradient steps of each online refit")}
+
+    def __init__(self, ctx, **options):
+        super().__init__(ctx, **options)
+        path = Path(self.options["model"] or MODEL_PATH)
+        from ..cache import read_json
+
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("features") != list(FEATURES):
+            raise TTileError(f"ranker model {path} is missing, damaged or made for other features; train one with "
+                             "benchmarks/train_ranker.py, or rank with --strategy-option ranker=time")
+        self.prior = PairwiseRanker.from_json(data["model"])
+        self.model = self.prior
+        self.seen: dict = {}  # scheme text -> (features, seconds) of this layer
+        self._features: dict = {}
+
+    def features(self, problem, scheme) -> list:
+        """One scheme's features, computed once (the pool is ranked again after every batch)."""
+        key = (problem, scheme.text)
+        if key not in self._features:
+            self._features[key] = features(problem, scheme, self.ctx)
+        return self._features[key]
+
+    def costs(self, problem, schemes):
+        x = np.array([self.features(problem, s) for s in schemes])
+        return list(-self.model.score(x)) if len(x) else []
+
+    def observe(self, problem, schemes, seconds):
+        if not self.options["online"]:
+            return
+        for s, t in zip(schemes, seconds):
+            if t is not None:
+                self.seen[s.text] = (self.features(problem, s), t)
+        if len(self.seen) < 4:
+            return
+        x = np.array([f for f, _ in self.seen.values()])
+        t = np.array([t for _, t in self.seen.values()])
+        model = self.prior.copy()  # from the prior each time: the layer's records pull it, never drift it
+        model.fit([(x, t)], epochs=self.options["refit_epochs"], pairs_per_group=500, standardize=False,
+                  seed=len(self.seen))
+        self.model = model
+
+
+RANKERS = {r.NAME: r for r in (PolyDLRanker, TimeRanker, LearnedRanker)}
+
+
+def make_ranker(name: str, ctx: CostContext, **options) -> Ranker:
+    if name not in RANKERS:
+        raise TTileError(f"unknown ranker {name!r}; choose from {', '.join(RANKERS)}")
+    return RANKERS[name](ctx, **options)
+
+
+def log_choice(ranker: Ranker, n_pool: int, n_measured: int) -> None:
+    logging.getLogger(__name__).info("ranked %d drawn schemes with %s; measuring the top %d", n_pool, ranker.NAME,
+                                     n_measured)

@@ -1,0 +1,57 @@
+"""Ranking before measuring (PolyDL's idea on the structured space): draw a large pool (drawing is cheap plain
+Python), order it with a ranker (costmodel.rankers), measure from the top. With an online ranker the rest of the
+pool is ranked again after each measured batch. A share `explore` of each batch comes from lower in the ranking,
+so a wrong model still sees other parts of the pool."""
+from __future__ import annotations
+
+import random
+
+from .base import Strategy
+
+
+class ModelStrategy(Strategy):
+    NAME = "model"
+    RANKS = True  # needs the CPU's cost context
+    OPTIONS = {"pool": (2000, "schemes drawn and ranked per task"),
+               "ranker": ("learned", "polydl (PolyDL's Eq. 1), time (predicted seconds) or learned (pairwise network)"),
+               "online": (True, "the learned ranker refits on the task's measurements after each batch"),
+               "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool")}
+
+    def plan(self, space, sampler, budget, skip=(), first=(), context=None):
+        from ..costmodel.rankers import make_ranker
+        from ..errors import TTileError
+
+        if context is None:
+            raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
+        if not 0 <= self.options["explore"] <= 1:
+            raise TTileError(f"strategy 'model' option 'explore' is a share in [0, 1], got {self.options['explore']}")
+        options = {"online": self.options["online"]} if self.options["ranker"] == "learned" else {}
+        self.ranker = make_ranker(self.options["ranker"], context, **options)
+        self.problem = space.problem
+        self.rng = random.Random(sampler.seed)
+        skip = set(skip)
+        first = [s for s in dict.fromkeys(first, None) if s.text not in skip]
+        seen = skip | {s.text for s in first}
+        pool = [s for s in sampler.sample_many(space, max(self.options["pool"], budget)) if s.text not in seen]
+        self.first, self.pool, self.budget = first, self.ranker.rank(self.problem, pool), budget
+
+    def next_batch(self, n):
+        want = min(n, self.budget)
+        batch, self.first = self.first[:want], self.first[want:]
+        m = want - len(batch)
+        explore = int(m * self.options["explore"]) if len(self.pool) > m else 0
+        take, rest = self.pool[:m - explore], self.pool[m - explore:]
+        batch += take + self.rng.sample(rest, min(explore, len(rest)))
+        chosen = {s.text for s in batch}
+        self.pool = [s for s in self.pool if s.text not in chosen]
+        self.budget -= len(batch)
+        return batch
+
+    def observe(self, schemes, seconds):
+        self.ranker.observe(self.problem, schemes, seconds)
+        if self.ranker.NAME == "learned" and self.options["online"] and self.pool:
+            self.pool = self.ranker.rank(self.problem, self.pool)
+
+    def top(self, n: int = 1) -> list:
+        """The n best-ranked schemes not measured yet (the zero-trial pick is top(1))."""
+        return (self.first + self.pool)[:n]
