@@ -104,7 +104,8 @@ def main():
             fold_groups = [g for t, g in by_dir if t in keep]
             model = PairwiseRanker(len(FEATURES), seed=0)
             model.fit(fold_groups, epochs=args.epochs)
-            path = os.path.join(args.out, f"ranker_without_{fold}.json")
+            os.makedirs(os.path.join(args.out, "work"), exist_ok=True)  # not committed: made again by this script
+            path = os.path.join(args.out, "work", f"ranker_without_{fold}.json")
             with open(path, "w") as f:
                 json.dump({"features": list(FEATURES), "model": model.to_json(),
                            "trained_on": [os.path.relpath(t) for t in keep]}, f)
