@@ -36,6 +36,25 @@ NETWORK_OF = {"ResNet18": "resnet18", "Yolo9000": "darknet19"}
 BATCH, EXPLORE = 10, 1
 
 
+def training_groups(train_dirs, context_of, work) -> list:
+    """[(work dir, (features, seconds))] per trained-on layer, loaded once and kept in `work` for reruns
+    (reading the databases takes minutes)."""
+    import pickle
+
+    path = os.path.join(work, "training_groups.pkl")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            held = pickle.load(f)
+        if held["dirs"] == train_dirs:
+            return held["groups"]
+    layers, groups, _ = load_groups(train_dirs, context_of)  # once; each fold takes its part
+    by_dir = [(key.split("#")[0], g) for (key, _, _), g in zip(layers, groups)]
+    os.makedirs(work, exist_ok=True)
+    with open(path, "wb") as f:
+        pickle.dump({"dirs": train_dirs, "groups": by_dir}, f)
+    return by_dir
+
+
 def spearman(a, b) -> float:
     from scipy.stats import spearmanr
 
@@ -92,8 +111,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     cpu, context_of = contexts()
     train_dirs = work_dirs(args.train)
-    layers, groups, _ = load_groups(train_dirs, context_of)  # once; each fold takes its part
-    by_dir = [(key.split("#")[0], g) for (key, _, _), g in zip(layers, groups)]
+    by_dir = training_groups(train_dirs, context_of, os.path.join(args.out, "work"))
     models, rows, scatter = {}, [], {}
     rng = np.random.default_rng(0)
     for d in args.eval:

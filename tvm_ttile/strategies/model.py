@@ -15,7 +15,8 @@ class ModelStrategy(Strategy):
     OPTIONS = {"pool": (2000, "schemes drawn and ranked per task"),
                "ranker": ("learned", "polydl (PolyDL's Eq. 1), time (predicted seconds) or learned (pairwise network)"),
                "online": (True, "the learned ranker refits on the task's measurements after each batch"),
-               "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool")}
+               "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool"),
+               "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)")}
 
     def plan(self, space, sampler, budget, skip=(), first=(), context=None):
         from ..costmodel.rankers import make_ranker
@@ -25,7 +26,8 @@ class ModelStrategy(Strategy):
             raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
         if not 0 <= self.options["explore"] <= 1:
             raise TTileError(f"strategy 'model' option 'explore' is a share in [0, 1], got {self.options['explore']}")
-        options = {"online": self.options["online"]} if self.options["ranker"] == "learned" else {}
+        options = ({"online": self.options["online"], "model": self.options["model"]}
+                   if self.options["ranker"] == "learned" else {})
         self.ranker = make_ranker(self.options["ranker"], context, **options)
         self.problem = space.problem
         self.rng = random.Random(sampler.seed)
