@@ -230,6 +230,31 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
     assert cli.main(["tune", "conv2d", "--layer", "bert-qkv"]) == 2
 
 
+def test_the_model_strategy_tunes_and_builds_with_zero_trials(host, monkeypatch, capsys, tmp_path):
+    """`--strategy model`: the ranked pool measured from the top (verified, resumable: nothing measured twice);
+    `--trials 0`: the top-ranked scheme built and checked against numpy, no candidate timed, no work dir."""
+    from tvm_ttile import cli
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    shape = ["tune", "matmul", "--M", "10", "--N", str(3 * host.lanes - 2), "--K", "24", "--strategy", "model",
+             "--strategy-option", "pool=200", "--json", "--confirm-top", "0"]
+    assert cli.main(shape + ["--trials", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verified"] is True and out["trials"] == 0 and out["work_dir"] == "" and out["gflops"] > 0
+    assert cli.main(shape + ["--trials", "4", "--work-dir", str(tmp_path)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["verified"] is True and first["trials"] == 4 and first["new_trials"] == 4
+    assert cli.main(shape + ["--trials", "6", "--work-dir", str(tmp_path), "--history"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    schemes = [h["scheme"] for h in again["history"]]
+    assert again["trials"] == 6 and again["new_trials"] == 2 and len(set(schemes)) == len(schemes)
+    assert cli.main(shape + ["--trials", "0", "--strategy-option", "ranker=nope"]) == 2
+    assert "unknown ranker 'nope'" in capsys.readouterr().err
+    assert cli.main(shape[:8] + ["--trials", "0"]) == 2  # zero trials need a ranking
+    assert "trials must be positive" in capsys.readouterr().err
+
+
 def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     """Tuners and a library side by side through one API and one result type (every system on its own:
     test_systems.py); a resumed comparison measures nothing again."""

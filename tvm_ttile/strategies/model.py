@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+from ..errors import TTileError
 from .base import Strategy
 
 
@@ -18,14 +19,22 @@ class ModelStrategy(Strategy):
                "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool"),
                "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)")}
 
+    def __init__(self, **options):
+        from ..costmodel.rankers import RANKERS
+
+        super().__init__(**options)
+        if self.options["ranker"] not in RANKERS:
+            raise TTileError(f"unknown ranker {self.options['ranker']!r}; choose from {', '.join(RANKERS)}")
+        if not 0 <= self.options["explore"] <= 1:
+            raise TTileError(f"strategy 'model' option 'explore' is a share in [0, 1], got {self.options['explore']}")
+        if self.options["pool"] < 1:
+            raise TTileError(f"strategy 'model' option 'pool' needs at least 1 scheme, got {self.options['pool']}")
+
     def plan(self, space, sampler, budget, skip=(), first=(), context=None):
         from ..costmodel.rankers import make_ranker
-        from ..errors import TTileError
 
         if context is None:
             raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
-        if not 0 <= self.options["explore"] <= 1:
-            raise TTileError(f"strategy 'model' option 'explore' is a share in [0, 1], got {self.options['explore']}")
         options = ({"online": self.options["online"], "model": self.options["model"]}
                    if self.options["ranker"] == "learned" else {})
         self.ranker = make_ranker(self.options["ranker"], context, **options)
