@@ -224,7 +224,7 @@ def write(args, rows, scatter, cpu):
              "| layer | " + " | ".join(f"{r} ρ" for r in rankers[:3]) + " | " +
              " | ".join(f"{r} top-1" for r in rankers) + " | " + " | ".join(f"{r} top-8" for r in rankers) + " | " +
              " | ".join(f"{r} to 95%" for r in rankers) + " |",
-             "|---|" + "---:|" * (3 + 4 * len(rankers))]
+             "|---|" + "---:|" * (3 + 3 * len(rankers))]
     for r in rows:
         lines.append(f"| {r['layer']} | " + " | ".join(f"{r[k]['spearman']:.2f}" for k in rankers[:3]) + " | " +
                      " | ".join(f"{r[k]['top1']:.2f}" for k in rankers) + " | " +

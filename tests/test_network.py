@@ -97,6 +97,19 @@ def test_torch_and_onnx_forms_share_weights():
     np.testing.assert_allclose(got, b, rtol=1e-4, atol=1e-4)
 
 
+def test_tune_model_with_the_model_strategy_between_metaschedule_tasks(small_catalog, tmp_path, capsys):
+    """--strategy model reaches every conv2d/matmul task, also those tuned after a MetaSchedule task."""
+    from tvm_ttile import cli
+
+    args = ["tune-model", "tiny_resnet", "--trials-per-task", "2", "--other-trials", "1", "--strategy", "model",
+            "--strategy-option", "pool=100", "--in-network-top", "0", "--libraries", "", "--work-dir",
+            str(tmp_path / "w"), "--json"]
+    assert cli.main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
+    assert report["correct"] and tuned and all(t["trials"] == 2 and t["verified"] for t in tuned)
+
+
 def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_path, capsys):
     from tvm_ttile import cli
     from tvm_ttile import network as nw

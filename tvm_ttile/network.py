@@ -230,6 +230,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
 
     if dense not in DENSE_POLICIES:
         raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_POLICIES)}")
+    ttile_strategy = strategy  # the loop below names MetaSchedule's own strategy of the other tasks `strategy`
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     target = cpu.target(threads)
@@ -273,8 +274,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
             strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
                                    threads=threads, trial_log=WorkDir(task_dir).trials, first=first,
-                                   sampler_options=network_sampler_options(sampler_options), strategy=strategy,
-                                   strategy_options=strategy_options)
+                                   sampler_options=network_sampler_options(sampler_options),
+                                   strategy=ttile_strategy, strategy_options=strategy_options)
             twins.append(task.mod)
             per_iter = 10
         else:
