@@ -117,7 +117,7 @@ def polydl_cost(problem: Problem, scheme, ctx: CostContext) -> float:
 
 FEATURES = ("compute_over_ideal", "move_L0", "move_L1", "move_L2", "move_L3", "predicted_over_ideal",
             "ws_L1", "ws_L2", "ws_L3", "ws_mem", "log_ws_total", "microkernel_rate", "accumulators",
-            "log_reuse_steps", "loop_levels", "lambda", "padded_work", "parallel_efficiency")
+            "log_reuse_steps", "loop_levels", "lambda", "padded_work", "parallel_efficiency", "call_over_L1")
 
 
 def features(problem: Problem, scheme, ctx: CostContext) -> list:
@@ -149,4 +149,8 @@ def features(problem: Problem, scheme, ctx: CostContext) -> list:
         1.0 if scheme.lambda_spec() is not None else 0.0,
         math.log(padded),
         balance,
+        # One microkernel call's operands against L1: the catalog timed each call with its operands in L1, over
+        # a short reduction; a call whose weights leave L1 (a whole 3x3 window over hundreds of channels) does not
+        # run at that rate.
+        math.log(levels[-1].total / ctx.capacities[0][1]),
     ]
