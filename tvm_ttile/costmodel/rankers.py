@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +113,3 @@ def make_ranker(name: str, ctx: CostContext, **options) -> Ranker:
         raise TTileError(f"unknown ranker {name!r}; choose from {', '.join(RANKERS)}")
     return RANKERS[name](ctx, **options)
 
-
-def log_choice(ranker: Ranker, n_pool: int, n_measured: int) -> None:
-    logging.getLogger(__name__).info("ranked %d drawn schemes with %s; measuring the top %d", n_pool, ranker.NAME,
-                                     n_measured)

@@ -3,7 +3,7 @@ schemes get measured, and in which order."""
 from ..errors import TTileError
 from .base import Strategy  # noqa: F401
 from .model import ModelStrategy
-from .random import RandomStrategy
+from .drawn_order import RandomStrategy
 
 STRATEGIES = {s.NAME: s for s in (RandomStrategy, ModelStrategy)}
 
