@@ -12,17 +12,16 @@ import argparse
 import collections
 import math
 import os
-import re
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from tvm_ttile.costmodel.records import SCHEME_IN_TRACE  # noqa: E402
 from tvm_ttile.scheme import Lambda, Scheme, T, U, V  # noqa: E402
 from tvm_ttile.space import REDUCTION, REUSE  # noqa: E402
 
-SCHEME_IN_TRACE = re.compile(r"""\['Annotate', \['b\d+', '"(\[.*?\])"'\], \['tvm_ttile\.scheme'\]""")
 
 
 def runs(dims: list) -> list:

@@ -125,7 +125,7 @@ def test_bad_ranker_and_strategy_names_and_options_are_one_line():
         make_strategy("nope")
     with pytest.raises(TTileError, match="has no option"):
         make_strategy("model", poool=3)
-    with pytest.raises(TTileError, match="takes a int"):
+    with pytest.raises(TTileError, match="'pool' takes a value of type int, got 'many'"):
         make_strategy("model", pool="many")
     with pytest.raises(TTileError, match="missing, damaged"):
         make_ranker("learned", context(), model=str(ROOT / "README.md"))

@@ -51,11 +51,12 @@ class CostContext:
 
 
 def rates_of(catalog) -> tuple:
+    """((microkernel scheme text, best GFLOPS the catalog measured for that shape), ...)."""
+    from ..microkernels.spec import Microkernel
+
     best = {}
     for e in catalog.entries:
         if e.get("gflops"):
-            from ..microkernels.spec import Microkernel
-
             key = Microkernel.parse(e["text"]).scheme
             best[key] = max(best.get(key, 0.0), e["gflops"])
     return tuple(sorted(best.items()))

@@ -33,7 +33,7 @@ class Sampler:
         unknown = set(options) - set(spec)
         if unknown:
             raise TTileError(f"sampler {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(spec)}")
-        self.options = {k: _as_type_of(default, options.get(k, default), k, self.NAME)
+        self.options = {k: as_type_of(default, options.get(k, default), k, f"sampler {self.NAME!r}")
                         for k, (default, _) in spec.items()}
         if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
             raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
@@ -175,8 +175,9 @@ def options_text(options: dict, sep: str = ", ") -> str:
     return sep.join(f"{k}={v}" for k, v in sorted(options.items()))
 
 
-def _as_type_of(default, value, name: str, sampler: str):
-    """An option's value converted to its default's type (the command line gives strings and integers)."""
+def as_type_of(default, value, name: str, owner: str):
+    """An option's value converted to its default's type (the command line gives strings and integers);
+    `owner` names whose option it is in the error ("sampler 'ttile'", "strategy 'model'")."""
     kind = type(default)
     try:
         if (kind is bool) != isinstance(value, bool):  # True is no count, 1 no switch
@@ -190,4 +191,4 @@ def _as_type_of(default, value, name: str, sampler: str):
             return int(number)
         return kind(value)
     except (TypeError, ValueError, OverflowError):
-        raise TTileError(f"sampler {sampler!r} option {name!r} takes a value of type {kind.__name__}, got {value!r}") from None
+        raise TTileError(f"{owner} option {name!r} takes a value of type {kind.__name__}, got {value!r}") from None

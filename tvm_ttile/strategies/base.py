@@ -7,6 +7,7 @@ Python: lowering, building and timing stay in the MetaSchedule adapter (metasche
 from __future__ import annotations
 
 from ..errors import TTileError
+from ..samplers.base import as_type_of
 
 
 class Strategy:
@@ -19,14 +20,8 @@ class Strategy:
         if unknown:
             raise TTileError(f"strategy {self.NAME!r} has no option(s) {sorted(unknown)}; it has "
                              f"{sorted(self.OPTIONS) or 'none'}")
-        self.options = {}
-        for k, (default, _) in self.OPTIONS.items():
-            value = options.get(k, default)
-            try:
-                self.options[k] = type(default)(value) if not isinstance(default, bool) else _as_bool(value)
-            except (TypeError, ValueError):
-                raise TTileError(f"strategy {self.NAME!r} option {k!r} takes a {type(default).__name__}, "
-                                 f"got {value!r}") from None
+        self.options = {k: as_type_of(default, options.get(k, default), k, f"strategy {self.NAME!r}")
+                        for k, (default, _) in self.OPTIONS.items()}
         self.queue: list = []
 
     def plan(self, space, sampler, budget: int, skip=(), first=(), context=None) -> None:
@@ -41,12 +36,3 @@ class Strategy:
     def observe(self, schemes, seconds) -> None:
         """Measured seconds of a batch (None: failed to build or run)."""
 
-
-def _as_bool(value) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("1", "true", "yes"):
-        return True
-    if str(value).lower() in ("0", "false", "no"):
-        return False
-    raise ValueError(value)
