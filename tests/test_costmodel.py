@@ -146,7 +146,7 @@ def strategy_sequence(name, seed, budget=25, skip=(), first=(), batch=7, options
         out += [s.text for s in got]
 
 
-OPTIONS = {"random": {}, "model": {"pool": 200, "ranker": "time"}}
+OPTIONS = {"random": {}, "model": {"pool": 200, "ranker": "time"}, "gbfs": {}, "na2c": {}}
 ALL = [(name, opts) for name in sorted(STRATEGIES) for opts in
        ([OPTIONS[name]] + ([{"pool": 200, "ranker": "learned"}, {"pool": 200, "ranker": "polydl"}]
                            if name == "model" else []))]

@@ -152,7 +152,7 @@ def cmd_tune(args) -> int:
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
                sampler_options=_sampler_options(args.sampler_option),
                settings=MeasureSettings().with_confirm_top(args.confirm_top),
-               strategy="model" if args.strategy == "model" else "random",
+               strategy=_strategy(args.strategy),
                strategy_options=_sampler_options(args.strategy_option, "--strategy-option"))
     if args.json:
         d = res.to_json()
@@ -267,7 +267,7 @@ def cmd_tune_model(args) -> int:
                         prepack=not args.no_prepack, dense=args.dense,
                         cache_flush={"on": True, "off": False}.get(args.cache_flush),
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
-                        strategy="model" if args.strategy == "model" else "random",
+                        strategy=_strategy(args.strategy),
                         strategy_options=_sampler_options(args.strategy_option, "--strategy-option"),
                         in_network_top=args.in_network_top)
     if args.json:
@@ -380,9 +380,15 @@ def _parents():
                         help="an option of tvm_ttile's sampler, e.g. min_reuse=32, weights_first=0.5, "
                              "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5)")
     tuning.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
-                        help="an option of the model strategy: pool=2000 (schemes drawn and ranked), "
-                             "ranker=learned|time|polydl, online=true, explore=0.1")
+                        help="an option of the search strategy: model: pool=2000 (schemes drawn and ranked), "
+                             "ranker=learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
+                             "na2c: steps=3, tau=0.5, ...")
     return output, tuning
+
+
+def _strategy(name: str) -> str:
+    """The strategies module's name of a --strategy choice (ttile: the paper's draws, measured as drawn)."""
+    return {"ttile": "random"}.get(name, name)
 
 
 def make_parser():
@@ -426,10 +432,11 @@ def make_parser():
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--sampler", default="ttile", help="ttile (paper 6.1), single, combined, levels")
-    p.add_argument("--strategy", choices=["ttile", "model", "automcl"], default="ttile",
+    p.add_argument("--strategy", choices=["ttile", "model", "gbfs", "na2c", "automcl"], default="ttile",
                    help="ttile: the structured space, schemes measured as drawn; model: the structured space, a "
                         "pool of drawn schemes ranked before measuring (with --trials 0: build the top-ranked "
-                        "one, no candidate timed); automcl: AutoMCL's computes and analytic space (dense)")
+                        "one, no candidate timed); gbfs, na2c: the structured space walked from measured schemes "
+                        "to their neighbours (G-BFS, N-A2C); automcl: AutoMCL's computes and analytic space (dense)")
     p.add_argument("--work-dir", type=_dir, help="MetaSchedule database directory (resumes if it exists)")
     p.add_argument("--rpc-tracker", type=_host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
@@ -450,9 +457,10 @@ def make_parser():
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
-    p.add_argument("--strategy", choices=["ttile", "model"], default="ttile",
-                   help="how conv2d/matmul tasks pick what to measure: ttile (schemes measured as drawn) or model "
-                        "(a pool of drawn schemes ranked first; see --strategy-option)")
+    p.add_argument("--strategy", choices=["ttile", "model", "gbfs", "na2c"], default="ttile",
+                   help="how conv2d/matmul tasks pick what to measure: ttile (schemes measured as drawn), model "
+                        "(a pool of drawn schemes ranked first; see --strategy-option), gbfs or na2c (walks from "
+                        "measured schemes to their neighbours)")
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")

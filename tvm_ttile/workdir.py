@@ -103,7 +103,8 @@ def claim(work_dir: str, key: dict) -> None:
                                   f"{describe(key)} ({', '.join(mismatch)} differ): its timings cannot be reused, "
                                   "pass another --work-dir")
         return
-    if any(name.startswith("database_") for name in os.listdir(work_dir)):
+    if any(name.startswith("database_") and os.path.getsize(os.path.join(work_dir, name))
+           for name in os.listdir(work_dir)):  # (an empty database is the one this run just opened)
         logging.getLogger(__name__).warning("work dir %s has records but no %s (an older tvm_ttile): taken to be for "
                                             "%s", work_dir, WorkDir.KEY, describe(key))
     tmp = f"{path}.{os.getpid()}.tmp"

@@ -4,9 +4,10 @@
     r = run_system("metaschedule", get_layer("ResNet18-2"), trials=300, seed=0, work_dir="cmp/ms")
 
 SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, tvm_ttile-model (ranked before measuring),
-metaschedule, template-xgb,
-template-random (all through the same MetaSchedule builder, runner and measurement settings), automcl (matmul
-only, in the dense layout W[N,K] its computes are for; same builder and runner). The templates take conv2d and matmul,
+tvm_ttile-gbfs (G-BFS walking the structured space), metaschedule, template-xgb, template-random, gbfs and na2c
+(G-BFS and N-A2C walking the templates' knobs; all through the same MetaSchedule builder, runner and measurement
+settings), automcl (matmul only, in the dense layout W[N,K] its computes are for; same builder and runner). The
+templates (and gbfs, na2c) take conv2d and matmul,
 the others depthwise too. Libraries: onednn, onnxruntime (conv2d, depthwise, matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
 runs every one through the same checks.
 """
@@ -215,7 +216,9 @@ class Library(System):
 
 SYSTEMS = {s.name: s for s in (
     TTile(), TTile("tvm_ttile-model", "tab:olive", "model"), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
-    TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")), AutoMCL(), Library("onednn", "tab:orange"),
+    TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")),
+    TVMPolicy("gbfs", "tab:pink", ("Conv2d", "Matmul")), TVMPolicy("na2c", "tab:cyan", ("Conv2d", "Matmul")),
+    TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
 LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)

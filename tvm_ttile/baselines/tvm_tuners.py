@@ -1,21 +1,28 @@
 """TVM-side baselines, run through the same builder, runner and measurement settings as tvm_ttile:
 MetaSchedule's default policy (Ansor's successor: post-order-apply + evolutionary + XGBoost) and the
-AutoTVM-style templates searched with XGBoost (evolutionary) or at random (replay-func)."""
+AutoTVM-style templates searched with XGBoost (evolutionary), at random (replay-func), or by the seed paper's G-BFS
+and N-A2C walking the templates' knobs (metaschedule.KnobSearch)."""
 from __future__ import annotations
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from ..metaschedule import open_database, records_of
+from ..metaschedule.knob_search import KnobSearch
 from ..tune import run_tuner
 from .templates import template_for
 
+def _template(mod):
+    return ms.space_generator.ScheduleFn(template_for(mod))
+
+
 POLICIES = {
-    # system name: (space, strategy, cost model) factories
-    "metaschedule": lambda mod: ("post-order-apply", "evolutionary", "xgb"),
-    "template-xgb": lambda mod: (ms.space_generator.ScheduleFn(template_for(mod)), "evolutionary", "xgb"),
-    "template-random": lambda mod: (ms.space_generator.ScheduleFn(template_for(mod)), "replay-func",
-                                    ms.cost_model.RandomModel()),
+    # system name: (space, strategy, cost model) factory of the workload and the seed
+    "metaschedule": lambda mod, seed: ("post-order-apply", "evolutionary", "xgb"),
+    "template-xgb": lambda mod, seed: (_template(mod), "evolutionary", "xgb"),
+    "template-random": lambda mod, seed: (_template(mod), "replay-func", ms.cost_model.RandomModel()),
+    "gbfs": lambda mod, seed: (_template(mod), KnobSearch("gbfs", seed), ms.cost_model.RandomModel()),
+    "na2c": lambda mod, seed: (_template(mod), KnobSearch("na2c", seed), ms.cost_model.RandomModel()),
 }
 
 
@@ -25,7 +32,7 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(records_of(database, mod))
-    space, strategy, cost_model = POLICIES[system](mod)
+    space, strategy, cost_model = POLICIES[system](mod, seed)
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space, strategy=strategy,
         cost_model=cost_model, seed=seed, settings=settings, threads=threads, trials_per_iter=min(64, max(trials, 1)),

@@ -46,13 +46,20 @@ def best_schedule(database, mod):
 
 def measured_schemes(database, mod, k: int = 10**6) -> list:
     """The schemes of `mod`'s records in `database`, fastest first (at most k)."""
-    out = []
+    return list(measured_scheme_seconds(database, mod, k))
+
+
+def measured_scheme_seconds(database, mod, k: int = 10**6) -> dict:
+    """{scheme text: median measured seconds} of `mod`'s records in `database`, fastest first (at most k)."""
+    import statistics
+
+    out = {}
     for rec in records_of(database, mod, k):
         sch = tvm.s_tir.Schedule(mod)
         rec.trace.apply_to_schedule(sch, remove_postproc=False)
         text = scheme_of_schedule(sch)
-        if text is not None:  # (a record of another tuner of the same workload has no scheme)
-            out.append(text)
+        if text is not None and text not in out:  # (a record of another tuner of the same workload has no scheme)
+            out[text] = statistics.median(float(s) for s in rec.run_secs) if rec.run_secs else None
     return out
 
 

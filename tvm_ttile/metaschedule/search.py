@@ -15,14 +15,15 @@ from ..lowering import lower
 from ..scheme import Scheme
 from ..space import Space
 from ..workdir import append_journal
-from .database import measured_schemes
+from .database import measured_scheme_seconds
 from .space import ttile_problem
 
 
 @derived_object
 class TTileSearch(PySearchStrategy):
     """Search of the structured space: schemes drawn by a tvm_ttile sampler (section 6.1 by default), measured
-    in the order a strategy gives (strategies.STRATEGIES: "random", the order drawn; "model", ranked first).
+    in the order a strategy gives (strategies.STRATEGIES: "random", the order drawn; "model", ranked first;
+    "gbfs" and "na2c", walks from measured schemes to their neighbours).
 
     kept: the catalog microkernels to draw from; by default the target CPU's catalog (built if missing).
     Schemes already in the database for this workload are not measured again (resumed runs).
@@ -92,7 +93,7 @@ class TTileSearch(PySearchStrategy):
             if self.trial_log:
                 append_journal(self.trial_log, {"scheme": None, "error": None, "notes": [
                     "fallback: no microkernel above the catalog threshold fits; used the best measured ones"]})
-        done = set(measured_schemes(database, self.mod))
+        done = measured_scheme_seconds(database, self.mod)  # {text: seconds}: walking strategies resume from them
         sampler = make_sampler(self.sampler_name, seed=self.seed, **self.sampler_options)
         self.strategy = make_strategy(self.strategy_name, **self.strategy_options)
         context = None
@@ -103,7 +104,7 @@ class TTileSearch(PySearchStrategy):
         self.strategy.plan(space, sampler, max_trials, skip=done, first=[Scheme.parse(t) for t in self.first],
                            context=context)
         self.per_iter = num_trials_per_iter
-        self.pending = []  # the schemes of the last batch, in candidate order
+        self.pending, self.failed = [], []  # the last batch: schemes measured (in candidate order), not lowered
 
     def generate_measure_candidates(self):
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
@@ -111,21 +112,29 @@ class TTileSearch(PySearchStrategy):
         if self.delegate is not None:
             return self.delegate.generate_measure_candidates()
 
-        batch, self.pending = [], []
-        for scheme in self.strategy.next_batch(self.per_iter):
-            sch = tvm.s_tir.Schedule(self.mod)
-            entry = {"scheme": scheme.text, "error": None}
-            try:
-                entry["notes"] = lower(self.problem, scheme, sch, threads=self.threads).notes
-            except Exception as e:  # noqa: BLE001 - reported, never silent: the trial log keeps it
-                entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
-            if self.trial_log:
-                append_journal(self.trial_log, entry)
-            if entry["error"]:
-                continue
-            # Arguments as the builder leaves the function: without its weight-packing block, packed weights.
-            self.pending.append(scheme)
-            batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        batch, self.pending, self.failed = [], [], []
+        while not batch:
+            schemes = self.strategy.next_batch(self.per_iter)
+            if not schemes:
+                break
+            for scheme in schemes:
+                sch = tvm.s_tir.Schedule(self.mod)
+                entry = {"scheme": scheme.text, "error": None}
+                try:
+                    entry["notes"] = lower(self.problem, scheme, sch, threads=self.threads).notes
+                except Exception as e:  # noqa: BLE001 - reported, never silent: the trial log keeps it
+                    entry["error"] = str(e).splitlines()[0] if str(e) else repr(e)
+                if self.trial_log:
+                    append_journal(self.trial_log, entry)
+                if entry["error"]:
+                    self.failed.append(scheme)  # told to the strategy as failed (a walk must not wait for it)
+                    continue
+                # Arguments as the builder leaves the function: without its weight-packing block, packed weights.
+                self.pending.append(scheme)
+                batch.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            if not batch and self.failed:
+                self.strategy.observe(self.failed, [None] * len(self.failed))
+                self.failed = []
         return batch or None
 
     def notify_runner_results(self, measure_candidates, results) -> None:
@@ -137,7 +146,7 @@ class TTileSearch(PySearchStrategy):
             secs = [float(x) for x in res.run_secs] if res.run_secs else []
             ok = bool(secs) and res.error_msg is None and min(secs) < 1e9
             seconds.append(statistics.median(secs) if ok else None)
-        self.strategy.observe(self.pending[:len(seconds)], seconds)
+        self.strategy.observe(self.pending[:len(seconds)] + self.failed, seconds + [None] * len(self.failed))
 
     def post_tuning(self) -> None:
         if self.delegate is not None:
