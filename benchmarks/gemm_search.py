@@ -22,6 +22,23 @@ import sys
 import time
 
 SYSTEMS = ["template-random", "template-xgb", "gbfs", "na2c", "metaschedule", "tvm_ttile", "tvm_ttile-gbfs"]
+# The walks from other starts than the paper's s0 (each extent in its outermost level): measured as systems of
+# their own, registered here only (--systems gbfs-8starts ...).
+VARIANTS = {"gbfs-8starts": ("gbfs", {"starts": 8}), "na2c-random-start": ("na2c", {"start": "random"})}
+
+
+def register_variants():
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_ttile.baselines import SYSTEMS as registry
+    from tvm_ttile.baselines import TVMPolicy
+    from tvm_ttile.baselines.tvm_tuners import POLICIES, template_space
+    from tvm_ttile.metaschedule.knob_search import KnobSearch
+
+    for name, (search, options) in VARIANTS.items():
+        registry[name] = TVMPolicy(name, "tab:olive", ("Conv2d", "Matmul"))
+        POLICIES[name] = (lambda search, options: lambda mod, seed: (
+            template_space(mod), KnobSearch(search, seed, options), ms.cost_model.RandomModel()))(search, options)
 FRACTIONS = (0.0001, 0.001, 0.005, 0.01)
 
 
@@ -66,6 +83,7 @@ def main(argv=None):
     from tvm_ttile.measure import MeasureSettings
     from tvm_ttile.operators import Matmul
 
+    register_variants()
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(1)
     peak = cpu_mod.peak(cpu, threads=1)["peak_gflops"]

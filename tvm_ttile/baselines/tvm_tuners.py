@@ -12,17 +12,17 @@ from ..metaschedule.knob_search import KnobSearch
 from ..tune import run_tuner
 from .templates import template_for
 
-def _template(mod):
+def template_space(mod):
     return ms.space_generator.ScheduleFn(template_for(mod))
 
 
 POLICIES = {
     # system name: (space, strategy, cost model) factory of the workload and the seed
     "metaschedule": lambda mod, seed: ("post-order-apply", "evolutionary", "xgb"),
-    "template-xgb": lambda mod, seed: (_template(mod), "evolutionary", "xgb"),
-    "template-random": lambda mod, seed: (_template(mod), "replay-func", ms.cost_model.RandomModel()),
-    "gbfs": lambda mod, seed: (_template(mod), KnobSearch("gbfs", seed), ms.cost_model.RandomModel()),
-    "na2c": lambda mod, seed: (_template(mod), KnobSearch("na2c", seed), ms.cost_model.RandomModel()),
+    "template-xgb": lambda mod, seed: (template_space(mod), "evolutionary", "xgb"),
+    "template-random": lambda mod, seed: (template_space(mod), "replay-func", ms.cost_model.RandomModel()),
+    "gbfs": lambda mod, seed: (template_space(mod), KnobSearch("gbfs", seed), ms.cost_model.RandomModel()),
+    "na2c": lambda mod, seed: (template_space(mod), KnobSearch("na2c", seed), ms.cost_model.RandomModel()),
 }
 
 

@@ -17,7 +17,8 @@ from .neighbours import NeighbourhoodSearch, SchemeLandscape
 class GBFS(NeighbourhoodSearch):
     NAME = "gbfs"
     OPTIONS = {"rho": (5, "neighbours measured per popped state (the paper's rho)"),
-               "starts": (1, "states measured before the first pop: the landscape's start, then random ones")}
+               "starts": (1, "states measured before the first pop: the first one (option start), then random ones"),
+               **NeighbourhoodSearch.START}
 
     def __init__(self, landscape, seed=0, **options):
         super().__init__(landscape, seed, **options)
@@ -32,7 +33,7 @@ class GBFS(NeighbourhoodSearch):
             heapq.heappush(self.queue, (seconds, self.order, self.land.key(state), state))
 
     def _starts(self):
-        out = [self.land.start()]
+        out = [self.first_state()]
         for _ in range(self.options["starts"] - 1):
             s = self.land.random_state(self.rng)
             if s is not None:

@@ -54,7 +54,8 @@ class NA2C(NeighbourhoodSearch):
                "hidden": (32, "units of the actor's and critic's hidden layer"),
                "lr": (0.01, "Adam's step size"),
                "updates": (20, "minibatch updates of both networks after each measured batch"),
-               "minibatch": (32, "transitions per update")}
+               "minibatch": (32, "transitions per update"),
+               **NeighbourhoodSearch.START}
 
     def __init__(self, landscape, seed=0, **options):
         super().__init__(landscape, seed, **options)
@@ -98,7 +99,7 @@ class NA2C(NeighbourhoodSearch):
     def ask(self, n):
         batch = []
         if self.centre is None:
-            self.centre = self.best[1] if self.best else self.land.start()
+            self.centre = self.best[1] if self.best else self.first_state()
             if self.fresh(self.centre):
                 self._ask(self.centre, batch)
         walks = 0

@@ -161,13 +161,15 @@ class KnobLandscape(Landscape):
             if isinstance(coord, Category):
                 out.append(rng.randrange(coord.n))
                 continue
-            while True:
+            for _ in range(1000):
                 f = [1] * coord.levels
                 for p in prime_factors(coord.extent):
                     f[rng.randrange(coord.levels)] *= p
                 if coord.legit(f):
                     out.append(tuple(f))
                     break
+            else:
+                return None  # (a bound the random splits seldom meet: the caller draws again or gives up)
         return tuple(out)
 
 
@@ -275,6 +277,7 @@ class NeighbourhoodSearch:
     earlier run, so that nothing is measured twice. Options as data (`OPTIONS`: name -> (default, help))."""
     NAME = ""
     OPTIONS: dict = {}
+    START = {"start": ("given", "given: the landscape's start (the paper's s0); random: a random state")}
 
     def __init__(self, landscape: Landscape, seed: int = 0, **options):
         from ..errors import TTileError
@@ -291,6 +294,8 @@ class NeighbourhoodSearch:
         self.pending: dict = {}  # key -> state asked, not told yet
         self.best = None  # (seconds, state)
         self.notes: list = []
+        if self.options.get("start", "given") not in ("given", "random"):
+            raise TTileError(f"search {self.NAME!r} option 'start' is given or random, got {self.options['start']!r}")
 
     def fresh(self, state) -> bool:
         k = self.land.key(state)
@@ -324,6 +329,12 @@ class NeighbourhoodSearch:
 
     def learn(self) -> None:
         """After each told batch."""
+
+    def first_state(self):
+        """Where the walk starts: the landscape's start (option start=given: the paper's s0 for the templates, a
+        drawn scheme in the structured space) or a random state (start=random)."""
+        s = self.land.start() if self.options["start"] == "given" else self.land.random_state(self.rng)
+        return s if s is not None else self.land.start()
 
     def restart(self):
         """An unvisited random state (when the search has nowhere left to go), reported in `notes`."""
