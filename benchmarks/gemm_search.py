@@ -1,15 +1,15 @@
 """The G-BFS / N-A2C paper's experiment on this CPU: square GEMMs, best time found against the fraction of the
-(template) space visited and against tuning seconds, for every tuner, several seeds, then each run's best built,
+knob space visited and against tuning seconds, for every tuner, several seeds; then each run's best built,
 verified against numpy (by run_system) and timed again side by side, round-robin.
 
-    python benchmarks/gemm_search.py --sizes 512 1024 --seeds 0 1 2 --trials 64 \
-        --out benchmarks/results/gemm_search_zen4
+    python benchmarks/gemm_search.py --sizes 512 --seeds 0 1 2 --trials 64 \
+        --out benchmarks/results/gemm_search_zen4/gemm512
 
 Each (size, system, seed) run keeps its work dir under OUT/work/ and its result in OUT/runs/*.json: an interrupted
 or split run resumes (finished runs are read back, a half-finished work dir goes on from its records). Candidates
-are timed with number=1, repeat=3 (a bad GEMM tiling runs for seconds; the final side-by-side timing uses the
-default settings). Writes OUT/gemm_search.{md,json} and OUT/gemm<size>.png (the paper's Fig. 7: best cost
-against the fraction visited and against tuning seconds).
+are timed with number=1, repeat=3 (a bad GEMM tiling runs for seconds; the side-by-side timing uses the default
+settings). Writes OUT/gemm_search.{md,json} and OUT/gemm<size>.png (the paper's Fig. 7: best cost against the
+fraction visited and against tuning seconds).
 """
 from __future__ import annotations
 
@@ -22,9 +22,19 @@ import sys
 import time
 
 SYSTEMS = ["template-random", "template-xgb", "gbfs", "na2c", "metaschedule", "tvm_ttile", "tvm_ttile-gbfs"]
-# The walks from other starts than the paper's s0 (each extent in its outermost level): measured as systems of
-# their own, registered here only (--systems gbfs-8starts ...).
-VARIANTS = {"gbfs-8starts": ("gbfs", {"starts": 8}), "na2c-random-start": ("na2c", {"start": "random"})}
+TEMPLATE_SYSTEMS = ("template-random", "template-xgb", "gbfs", "na2c")
+# Systems registered here only: the walks from other starts than the paper's s0 (each extent in its outermost
+# level), and the paper's own GEMM space (i, j in 4 levels, k in 2: templates.matmul_paper_template) searched at
+# random, by XGBoost (MetaSchedule's evolutionary search, as AutoTVM's XGBTuner) and by the two walks.
+VARIANTS = {"gbfs-8starts": ("template", "gbfs", {"starts": 8}),
+            "na2c-random-start": ("template", "na2c", {"start": "random"}),
+            "paper-random": ("paper", "replay-func", None), "paper-xgb": ("paper", "evolutionary", None),
+            "paper-gbfs": ("paper", "gbfs", {}), "paper-na2c": ("paper", "na2c", {})}
+CHECKPOINTS = (6, 16, 32, 64, 128, 256)  # trials at which the table reads each run's best so far
+COLORS = {"template-random": "tab:gray", "template-xgb": "tab:purple", "gbfs": "tab:pink", "na2c": "tab:cyan",
+          "metaschedule": "tab:blue", "tvm_ttile": "tab:green", "tvm_ttile-gbfs": "darkgreen",
+          "gbfs-8starts": "deeppink", "na2c-random-start": "darkcyan", "paper-random": "silver",
+          "paper-xgb": "violet", "paper-gbfs": "lightpink", "paper-na2c": "lightblue"}
 
 
 def register_variants():
@@ -32,25 +42,40 @@ def register_variants():
 
     from tvm_ttile.baselines import SYSTEMS as registry
     from tvm_ttile.baselines import TVMPolicy
+    from tvm_ttile.baselines.templates import matmul_paper_template
     from tvm_ttile.baselines.tvm_tuners import POLICIES, template_space
     from tvm_ttile.metaschedule.knob_search import KnobSearch
 
-    for name, (search, options) in VARIANTS.items():
-        registry[name] = TVMPolicy(name, "tab:olive", ("Conv2d", "Matmul"))
-        POLICIES[name] = (lambda search, options: lambda mod, seed: (
-            template_space(mod), KnobSearch(search, seed, options), ms.cost_model.RandomModel()))(search, options)
-FRACTIONS = (0.0001, 0.001, 0.005, 0.01)
+    def policy(space, search, options):
+        def make(mod, seed):
+            sp = template_space(mod) if space == "template" else ms.space_generator.ScheduleFn(matmul_paper_template)
+            if search == "evolutionary":
+                return sp, "evolutionary", "xgb"
+            if search == "replay-func":
+                return sp, "replay-func", ms.cost_model.RandomModel()
+            return sp, KnobSearch(search, seed, options), ms.cost_model.RandomModel()
+        return make
+
+    for name, (space, search, options) in VARIANTS.items():
+        registry[name] = TVMPolicy(name, COLORS[name], ("Matmul",))
+        POLICIES[name] = policy(space, search, options)
 
 
-def template_space_size(op, lanes) -> int:
-    """States of the AutoTVM-style matmul template's knobs (the space gbfs and na2c walk)."""
+def space_size(system, op, lanes):
+    """States of the knob space a template system searches (None: not a template's)."""
     import tvm
 
-    from tvm_ttile.baselines.templates import matmul_template
+    from tvm_ttile.baselines.templates import matmul_paper_template, matmul_template
     from tvm_ttile.metaschedule.knob_search import knob_landscape
 
+    if system in VARIANTS:
+        template = matmul_paper_template if VARIANTS[system][0] == "paper" else matmul_template
+    elif system in TEMPLATE_SYSTEMS:
+        template = matmul_template
+    else:
+        return None
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(lanes)}), seed=1)
-    matmul_template(sch)
+    template(sch)
     return knob_landscape(sch.trace)[0].size()
 
 
@@ -60,17 +85,10 @@ def best_at(curve, trials):
     return max(got) if got else 0.0
 
 
-def seconds_to(curve, gflops):
-    for _, s, g in curve:
-        if g >= gflops:
-            return s
-    return None
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
-    p.add_argument("--systems", nargs="+", default=SYSTEMS)
+    p.add_argument("--sizes", type=int, nargs="+", default=[512])
+    p.add_argument("--systems", nargs="+", default=SYSTEMS, help=", ".join(SYSTEMS + list(VARIANTS)))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--trials", type=int, default=64)
     p.add_argument("--rounds", type=int, default=5, help="side-by-side timing rounds of every run's best")
@@ -94,7 +112,6 @@ def main(argv=None):
                          f"peak {peak:.1f} GFLOPS measured", "settings": fast.describe(), "sizes": {}}
     for n in args.sizes:
         op = Matmul(n, n, n, name=f"gemm{n}")
-        size = template_space_size(op, cpu.lanes)
         runs = {}
         for system in args.systems:
             for seed in args.seeds:
@@ -116,7 +133,8 @@ def main(argv=None):
                 runs[(system, seed)] = saved
                 print(f"{name}: {res.gflops:.1f} GFLOPS, {res.trials} trials, {res.seconds:.0f} s, verified "
                       f"{res.verified}", flush=True)
-        entry = {"template_space": size, "runs": {f"{s}-seed{k}": r for (s, k), r in runs.items()}}
+        entry = {"space": {s: space_size(s, op, cpu.lanes) for s in args.systems},
+                 "runs": {f"{s}-seed{k}": r for (s, k), r in runs.items()}}
         if not args.no_retime:
             keys = sorted(runs)
             secs = retime([(s, runs[(s, k)]["work_dir"]) for s, k in keys], op, cpu, rounds=args.rounds)
@@ -130,29 +148,31 @@ def main(argv=None):
 
 def write_markdown(report, args, peak):
     lines = ["# G-BFS and N-A2C against the other tuners on square GEMMs (the paper's Fig. 7/8 on this CPU)", "",
-             f"Command: `{report['command']}`", f"Machine: {report['machine']}",
-             f"Candidates timed with number=1, repeat=3; each run's best built, verified against numpy and timed "
-             f"again side by side ({args.rounds} rounds, round-robin, default settings): the last columns.", ""]
+             f"Command: `{report['command']}`", "", f"Machine: {report['machine']}", "",
+             "Candidates timed with number=1, repeat=3 while tuning; each run's best built, verified against numpy "
+             f"and timed again side by side ({args.rounds} rounds, round-robin, default settings): the last columns.",
+             ""]
     for n, entry in report["sizes"].items():
-        size = entry["template_space"]
-        cols = [f for f in FRACTIONS if f * size >= 1]
+        cols = [c for c in CHECKPOINTS if c < args.trials] + [args.trials]
         lines += [f"## {n} x {n} x {n}", "",
-                  f"The template's knob space: {size} states (i in 3 levels, j and k in 2, 4 unroll depths); "
-                  f"{args.trials} trials = {100 * args.trials / size:.2f}% of it. Best GFLOPS found (median over "
-                  f"seeds {args.seeds}) after visiting a fraction of that space (= trials):", "",
-                  "| system | " + " | ".join(f"{100 * f:g}% ({max(1, round(f * size))})" for f in cols)
-                  + f" | all {args.trials} | tuning s | retimed GFLOPS (median of seeds) | % of peak | verified |",
-                  "|---|" + "---|" * (len(cols) + 5)]
+                  "Best GFLOPS found after N trials (median over seeds " + ", ".join(map(str, args.seeds)) + "); the "
+                  "space a template system walks and the share of it visited; tuning seconds; each run's best timed "
+                  "again side by side:", "",
+                  "| system | " + " | ".join(f"{c} trials" for c in cols)
+                  + " | space (states) | visited | tuning s | retimed GFLOPS (median of seeds) | % of peak | verified |",
+                  "|---|" + "---|" * (len(cols) + 6)]
         for system in args.systems:
             runs = [(k, r) for k, r in entry["runs"].items() if k.rsplit("-seed", 1)[0] == system]
             if not runs:
                 continue
-            cells = [statistics.median(best_at(r["curve"], max(1, round(f * size))) for _, r in runs) for f in cols]
-            final = statistics.median(best_at(r["curve"], args.trials) for _, r in runs)
+            cells = [statistics.median(best_at(r["curve"], c) for _, r in runs) for c in cols]
+            size = entry["space"].get(system)
             tune_s = statistics.median(r["seconds"] for _, r in runs)
             retimed = [entry.get("retimed_gflops", {}).get(k) for k, _ in runs]
             retimed = statistics.median(retimed) if all(retimed) else None
-            lines.append(f"| {system} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {final:.1f} | {tune_s:.0f} | "
+            lines.append(f"| {system} | " + " | ".join(f"{c:.1f}" for c in cells)
+                         + (f" | {size} | {100 * args.trials / size:.3g}%" if size else " | - | -")
+                         + f" | {tune_s:.0f} | "
                          + (f"{retimed:.1f} | {100 * retimed / peak:.0f}%" if retimed else "- | -")
                          + f" | {all(r['verified'] for _, r in runs)} |")
         lines.append("")
@@ -169,10 +189,8 @@ def plot(report, args):
     except ImportError:
         print("matplotlib not installed: no plots")
         return
-    colors = {"template-random": "tab:gray", "template-xgb": "tab:purple", "gbfs": "tab:pink", "na2c": "tab:cyan",
-              "metaschedule": "tab:blue", "tvm_ttile": "tab:green", "tvm_ttile-gbfs": "darkgreen"}
     for n, entry in report["sizes"].items():
-        fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+        fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
         flops = 2.0 * int(n) ** 3
         for system in args.systems:
             runs = [r for k, r in entry["runs"].items() if k.rsplit("-seed", 1)[0] == system]
@@ -182,14 +200,16 @@ def plot(report, args):
             ms = [[flops / best_at(r["curve"], t) / 1e6 if best_at(r["curve"], t) else float("nan") for t in trials]
                   for r in runs]
             med = [statistics.median(v) for v in zip(*ms)]
-            frac = [100 * t / entry["template_space"] for t in trials]
-            a.plot(frac, med, label=system, color=colors.get(system))
+            size = entry["space"].get(system) or entry["space"].get("template-random") or 1
+            frac = [100 * t / size for t in trials]
+            a.plot(frac, med, label=system, color=COLORS.get(system))
             a.fill_between(frac, [min(v) for v in zip(*ms)], [max(v) for v in zip(*ms)], alpha=0.15,
-                           color=colors.get(system))
+                           color=COLORS.get(system))
             for r in runs:
                 b.plot([s for _, s, _ in r["curve"]], [flops / g / 1e6 for _, _, g in r["curve"]], alpha=0.6,
-                       color=colors.get(system), label=system if r is runs[0] else None)
-        for ax, xl in ((a, "% of the template space visited"), (b, "tuning seconds")):
+                       color=COLORS.get(system), label=system if r is runs[0] else None)
+        for ax, xl in ((a, "% of its knob space visited (tvm_ttile, MetaSchedule: of the template's)"),
+                       (b, "tuning seconds")):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel(xl)
