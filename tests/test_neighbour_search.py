@@ -169,9 +169,9 @@ def test_gbfs_walks_the_conv2d_template_resumes_without_measuring_twice_and_veri
 
     op = Conv2d(K=2 * host.lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv")
     work = str(tmp_path / "gbfs")
-    first = run_system("gbfs", op, host, trials=3, seed=0, work_dir=work, progress=False)
-    again = run_system("gbfs", op, host, trials=6, seed=0, work_dir=work, progress=False)
+    first = run_system("gbfs", op, host, trials=2, seed=0, work_dir=work, progress=False)
+    again = run_system("gbfs", op, host, trials=5, seed=0, work_dir=work, progress=False)
     assert first.verified and again.verified and again.gflops >= first.gflops
     records = records_of(open_database(work), tvm.IRModule({"main": op.prim_func(host.lanes)}))
     states = [str([rec.trace.decisions[i] for i in knob_insts(rec.trace)]) for rec in records]
-    assert len(states) == len(set(states)) == 6
+    assert len(states) == len(set(states)) == 5

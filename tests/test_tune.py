@@ -255,6 +255,25 @@ def test_the_model_strategy_tunes_and_builds_with_zero_trials(host, monkeypatch,
     assert "trials must be positive" in capsys.readouterr().err
 
 
+def test_the_gbfs_strategy_walks_from_measured_schemes_and_resumes(host, monkeypatch, capsys, tmp_path):
+    """`--strategy gbfs`: G-BFS over the structured space, verified; a second run goes on from the database
+    without measuring a scheme twice."""
+    from tvm_ttile import cli
+    from tvm_ttile.microkernels import family
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    shape = ["tune", "matmul", "--M", "12", "--N", str(2 * host.lanes), "--K", "32", "--strategy", "gbfs",
+             "--strategy-option", "starts=2", "--json", "--confirm-top", "0", "--work-dir", str(tmp_path)]
+    assert cli.main(shape + ["--trials", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["verified"] is True
+    assert cli.main(shape + ["--trials", "6", "--history"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    schemes = [h["scheme"] for h in again["history"]]
+    assert again["verified"] is True and again["new_trials"] == 3 and len(set(schemes)) == len(schemes) == 6
+    assert cli.main(shape + ["--trials", "7", "--strategy-option", "rho=x"]) == 2
+    assert "option 'rho' takes a value of type int" in capsys.readouterr().err
+
+
 def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     """Tuners and a library side by side through one API and one result type (every system on its own:
     test_systems.py); a resumed comparison measures nothing again."""
