@@ -124,7 +124,10 @@ class KnobSearch(PySearchStrategy):
         self.search.tell(self.pending[:len(seconds)], seconds)
 
     def post_tuning(self) -> None:
-        pass
+        import logging
+
+        for note in self.search.notes:  # restarts: the walk found no unvisited neighbour left
+            logging.getLogger(__name__).warning("%s: %s", self.search_name, note)
 
     def clone(self):
         return KnobSearch(self.search_name, self.seed, self.search_options)

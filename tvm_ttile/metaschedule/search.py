@@ -150,7 +150,10 @@ class TTileSearch(PySearchStrategy):
 
     def post_tuning(self) -> None:
         if self.delegate is not None:
-            self.delegate.post_tuning()
+            return self.delegate.post_tuning()
+        notes = getattr(self.strategy, "notes", [])  # e.g. a walk that restarted from a random scheme
+        if notes and self.trial_log:
+            append_journal(self.trial_log, {"scheme": None, "error": None, "notes": list(notes)})
 
     def clone(self):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
