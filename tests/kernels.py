@@ -21,3 +21,17 @@ def depthwise_kept(isa, lanes, red=3):
     out = [Microkernel.make("depthwise", isa, lanes, red, s=s, h=h, w=w, k=k)
            for s in (1, 3) for h in (1, 2) for w in (1, 2, 4, 7) for k in (1, 2)]
     return _fitting(out)
+
+
+def in_another_process(module: str, call: str):
+    """The value of `call` (a JSON-able expression over test module `module`'s names) computed by a fresh Python
+    with another string-hash seed: what a seeded search gives must not depend on the process."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"import json, sys; sys.path.insert(0, 'tests'); from {module} import *; print(json.dumps({call}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "7", "PATH": ""}, cwd=str(Path(__file__).resolve().parents[1]))
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -2,14 +2,12 @@
 Algorithm 2, the pairwise ranker learning an order, and the conformance suite every search strategy runs
 (budget, skipped and first schemes, seeded reproducibility, across processes too)."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kernels import conv_kept, matmul_kept
+from kernels import conv_kept, in_another_process, matmul_kept
 from tvm_ttile.costmodel import CostContext, features, polydl_cost, predicted_seconds
 from tvm_ttile.costmodel.analytic import FEATURES
 from tvm_ttile.costmodel.pairwise import PairwiseRanker
@@ -167,11 +165,7 @@ def test_strategies_are_reproducible_with_a_seed_across_processes(name, options)
     here = strategy_sequence(name, 5, options=options)
     assert here == strategy_sequence(name, 5, options=options)
     assert here != strategy_sequence(name, 6, options=options)
-    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_costmodel import strategy_sequence; "
-            f"print(json.dumps(strategy_sequence({name!r}, 5, options={options!r})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "3", "PATH": ""}, cwd=str(ROOT))
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == here
+    assert in_another_process("test_costmodel", f"strategy_sequence({name!r}, 5, options={options!r})") == here
 
 
 def test_the_model_strategy_measures_the_best_ranked_first():

@@ -1,16 +1,12 @@
 """G-BFS and N-A2C (strategies.SEARCHES) over both landscapes: neighbours stay inside the space, the space's
 size is what the walks can reach, seeded runs repeat across processes, a resumed run measures nothing twice, and
 through MetaSchedule the templates' knobs are walked, resumed and verified against numpy."""
-import json
 import math
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from kernels import conv_kept, depthwise_kept, matmul_kept
+from kernels import conv_kept, depthwise_kept, in_another_process, matmul_kept
 from tvm_ttile.errors import TTileError
 from tvm_ttile.operators import Conv2d, Depthwise, Matmul
 from tvm_ttile.samplers import make_sampler
@@ -18,8 +14,6 @@ from tvm_ttile.scheme import Lambda, P, U, V
 from tvm_ttile.space import WHOLE_REUSE, Problem, Space
 from tvm_ttile.strategies import SEARCHES
 from tvm_ttile.strategies.neighbours import Category, KnobLandscape, SchemeLandscape, Tile, prime_factors
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def knob_land(extents=(96, 1009, 1000), seed=0):
@@ -140,11 +134,7 @@ def sequence(name, seed):
 def test_a_seeded_search_repeats_across_processes(name):
     here = sequence(name, 5)
     assert here == sequence(name, 5) and here != sequence(name, 6)
-    code = ("import json, sys; sys.path.insert(0, 'tests'); from test_neighbour_search import sequence; "
-            f"print(json.dumps(sequence({name!r}, 5)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "7", "PATH": ""}, cwd=str(ROOT))
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == here
+    assert in_another_process("test_neighbour_search", f"sequence({name!r}, 5)") == here
 
 
 def test_bad_search_names_and_options_are_one_line():
