@@ -94,7 +94,13 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5, help="side-by-side timing rounds of every run's best")
     p.add_argument("--out", default="benchmarks/results/gemm_search")
     p.add_argument("--no-retime", action="store_true", help="tables from the tuning measurements only")
+    p.add_argument("--report-only", action="store_true", help="table and plots again from OUT/gemm_search.json")
     args = p.parse_args(argv)
+    if args.report_only:
+        with open(os.path.join(args.out, "gemm_search.json")) as f:
+            report = json.load(f)
+        write_markdown(report, args, float(report["machine"].split("peak ")[1].split()[0]))
+        return plot(report, args)
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.baselines import retime, run_system
@@ -206,7 +212,10 @@ def plot(report, args):
             a.fill_between(frac, [min(v) for v in zip(*ms)], [max(v) for v in zip(*ms)], alpha=0.15,
                            color=COLORS.get(system))
             for r in runs:
-                b.plot([s for _, s, _ in r["curve"]], [flops / g / 1e6 for _, _, g in r["curve"]], alpha=0.6,
+                last = {}  # a batch's trials share one time stamp: its best stands for it
+                for _, sec, g in r["curve"]:
+                    last[sec] = g
+                b.step(sorted(last), [flops / last[sec] / 1e6 for sec in sorted(last)], where="post", alpha=0.6,
                        color=COLORS.get(system), label=system if r is runs[0] else None)
         for ax, xl in ((a, "% of its knob space visited (tvm_ttile, MetaSchedule: of the template's)"),
                        (b, "tuning seconds")):
