@@ -215,8 +215,10 @@ def plot(report, args):
                 last = {}  # a batch's trials share one time stamp: its best stands for it
                 for _, sec, g in r["curve"]:
                     last[sec] = g
+                # A marker at each batch's end: a run measured in one batch (MetaSchedule's 64 trials per
+                # iteration) has a single point and no step.
                 b.step(sorted(last), [flops / last[sec] / 1e6 for sec in sorted(last)], where="post", alpha=0.6,
-                       color=COLORS.get(system), label=system if r is runs[0] else None)
+                       color=COLORS.get(system), marker=".", label=system if r is runs[0] else None)
         for ax, xl in ((a, "% of its knob space visited (tvm_ttile, MetaSchedule: of the template's)"),
                        (b, "tuning seconds")):
             ax.set_xscale("log")
