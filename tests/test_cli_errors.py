@@ -55,6 +55,8 @@ def test_compare_with_a_bad_shapes_file_is_one_line(capsys, tmp_path):
     (["peak", "--target", '{"kind":"bogus"}'], 'Target kind "bogus" is not defined'),
     (["peak", "--target", "llvm -mcpu=x"], "must be a JSON dict"),
     (["compare", "--systems", "numpy", "--layers", "ResNet18-2"], "none of the systems handles ResNet18-2, a Conv2d (numpy takes Matmul)"),
+    (["compare", "--systems", "gbfs", "--layers", "ResNet18-2", "--strategy-option", "starts=8"],
+     "compare takes no --strategy-option"),
 ])
 def test_bad_targets_and_systems_are_one_line(argv, words, capsys, tmp_path):
     assert cli.main(argv + (["--out", str(tmp_path / "o")] if argv[0] == "compare" else [])) == 2

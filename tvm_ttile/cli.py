@@ -232,6 +232,9 @@ def cmd_compare(args) -> int:
 
     from .operators import load_shapes
 
+    if args.strategy_option:  # the shared option set has it; compare's systems take no strategy options yet
+        raise TTileError("compare takes no --strategy-option (its systems use their defaults); tune one layer with "
+                         "`tvm-ttile tune ... --strategy S --strategy-option NAME=VALUE` instead")
     layers = load_shapes(args.shapes) if args.shapes else args.layers.split(",")
     data = compare(layers, args.systems.split(","), budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
