@@ -47,7 +47,7 @@ def register_variants():
     from tvm_ttile.metaschedule.knob_search import KnobSearch
 
     def policy(space, search, options):
-        def make(mod, seed):
+        def make(mod, seed, _options=None):
             sp = template_space(mod) if space == "template" else ms.space_generator.ScheduleFn(matmul_paper_template)
             if search == "evolutionary":
                 return sp, "evolutionary", "xgb"

@@ -55,8 +55,14 @@ def test_compare_with_a_bad_shapes_file_is_one_line(capsys, tmp_path):
     (["peak", "--target", '{"kind":"bogus"}'], 'Target kind "bogus" is not defined'),
     (["peak", "--target", "llvm -mcpu=x"], "must be a JSON dict"),
     (["compare", "--systems", "numpy", "--layers", "ResNet18-2"], "none of the systems handles ResNet18-2, a Conv2d (numpy takes Matmul)"),
-    (["compare", "--systems", "gbfs", "--layers", "ResNet18-2", "--strategy-option", "starts=8"],
-     "compare takes no --strategy-option"),
+    (["compare", "--systems", "tvm_ttile,gbfs", "--layers", "ResNet18-2", "--strategy-option", "tau=0.5"],
+     "--strategy-option tau: no chosen system's search has it"),
+    (["compare", "--systems", "gbfs", "--layers", "ResNet18-2", "--strategy-option", "na2c:tau=0.5"],
+     "na2c is not among the systems (gbfs)"),
+    (["compare", "--systems", "gbfs,numpy", "--layers", "ResNet18-2", "--strategy-option", "numpy:rho=3"],
+     "numpy has no search strategy options"),
+    (["compare", "--systems", "gbfs", "--layers", "ResNet18-2", "--strategy-option", "gbfs:rhoo=3"],
+     "gbfs's search has no option(s) rhoo; it has rho, start, starts"),
 ])
 def test_bad_targets_and_systems_are_one_line(argv, words, capsys, tmp_path):
     assert cli.main(argv + (["--out", str(tmp_path / "o")] if argv[0] == "compare" else [])) == 2

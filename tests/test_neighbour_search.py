@@ -165,3 +165,24 @@ def test_gbfs_walks_the_conv2d_template_resumes_without_measuring_twice_and_veri
     records = records_of(open_database(work), tvm.IRModule({"main": op.prim_func(host.lanes)}))
     states = [str([rec.trace.decisions[i] for i in knob_insts(rec.trace)]) for rec in records]
     assert len(states) == len(set(states)) == 5
+
+
+def test_compare_gives_each_system_its_own_search_options_and_work_dirs(host, monkeypatch, tmp_path):
+    """`compare --strategy-option gbfs:starts=2` reaches the template walk (2 states before the first pop), a plain
+    NAME goes to every chosen system whose search has it, and the options name the work dirs and the report."""
+    from tvm_ttile.compare import compare, resolve_strategy_options
+
+    systems = ["tvm_ttile", "gbfs", "tvm_ttile-gbfs", "numpy"]
+    assert resolve_strategy_options(systems, {"rho": 3, "gbfs:starts": 2}) == {
+        "gbfs": {"rho": 3, "starts": 2}, "tvm_ttile-gbfs": {"rho": 3}}
+    with pytest.raises(TTileError, match="no chosen system's search has it"):
+        resolve_strategy_options(["tvm_ttile", "numpy"], {"rho": 3})
+    monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=8, N=2 * host.lanes, K=16, name=name))
+    data = compare(["tiny"], ["gbfs"], budget=3, out_dir=str(tmp_path), progress=False, retime_rounds=1,
+                   strategy_options={"gbfs": {"starts": 2}})
+    run = data["results"]["tiny"]["gbfs"][0]
+    assert run["verified"] and run["trials"] == 3 and data["strategy_options"] == {"gbfs": {"starts": 2}}
+    assert (tmp_path / "work" / f"{host.isa.name}-gbfs-tiny-starts=2-seed0").is_dir()
+    assert "gbfs starts=2" in (tmp_path / "compare.md").read_text()
+    with pytest.raises(TTileError, match="na2c's search has no option"):
+        compare(["tiny"], ["na2c"], budget=1, out_dir=str(tmp_path), strategy_options={"na2c": {"rho": 3}})

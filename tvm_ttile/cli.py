@@ -228,20 +228,19 @@ def _tune_automcl(op, cpu, args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import SETTINGS, compare, summary
+    from .compare import SETTINGS, compare, resolve_strategy_options, summary
 
     from .operators import load_shapes
 
-    if args.strategy_option:  # the shared option set has it; compare's systems take no strategy options yet
-        raise TTileError("compare takes no --strategy-option (its systems use their defaults); tune one layer with "
-                         "`tvm-ttile tune ... --strategy S --strategy-option NAME=VALUE` instead")
+    systems = args.systems.split(",")
+    strategy_options = resolve_strategy_options(systems, _sampler_options(args.strategy_option, "--strategy-option"))
     layers = load_shapes(args.shapes) if args.shapes else args.layers.split(",")
-    data = compare(layers, args.systems.split(","), budget=args.budget,
+    data = compare(layers, systems, budget=args.budget,
                    ttile_budget=args.ttile_budget, seeds=args.seeds, out_dir=args.out, threads=args.threads,
                    settings=SETTINGS.with_confirm_top(args.confirm_top),
                    baseline_seeds=args.baseline_seeds, retime_rounds=args.retime_rounds, progress=not args.json,
                    prepack=args.prepack, sampler_options=_sampler_options(args.sampler_option),
-                   command="tvm-ttile " + " ".join(sys.argv[1:]))
+                   strategy_options=strategy_options, command="tvm-ttile " + " ".join(sys.argv[1:]))
     if args.json:
         print(json.dumps(summary(data), indent=1))
     else:
@@ -482,7 +481,12 @@ def make_parser():
     from .compare import DEFAULT_SYSTEMS
 
     p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side",
-                       parents=[output, tuning])
+                       parents=[output, tuning], conflict_handler="resolve")
+    p.add_argument("--strategy-option", action="append", default=[], metavar="[SYSTEM:]NAME=VALUE",
+                   help="an option of a system's search: gbfs:starts=8 (that system's), or rho=8 (every chosen "
+                        "system whose search has it: " + "; ".join(
+                            f"{n}: {', '.join(s.strategy_options())}" for n, s in SYSTEMS.items()
+                            if s.strategy_options()) + ")")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--layers", default="ResNet18-2,Yolo9000-12", help="named layers, comma separated")
     g.add_argument("--shapes", metavar="FILE", help='a JSON file of your own shapes: {"layers": [{"name": "my-conv", '

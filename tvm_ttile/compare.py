@@ -14,7 +14,8 @@ import platform
 import statistics
 import time
 
-from .baselines import LIBRARY_SYSTEMS, SYSTEMS, TUNERS, handles, retime, run_system, work_dir_for
+from .baselines import (LIBRARY_SYSTEMS, SYSTEMS, TUNERS, check_strategy_options, handles, retime, run_system,
+                        work_dir_for)
 from .errors import TTileError
 from .measure import MeasureSettings
 from .samplers import options_text
@@ -26,19 +27,25 @@ SETTINGS = MeasureSettings(number=1, repeat=5, min_repeat_ms=10)
 def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seeds=1, out_dir="compare",
             threads=1, settings: MeasureSettings = SETTINGS,
             progress=True, command: str = "", baseline_seeds=None, retime_rounds=3, prepack=False,
-            sampler_options: dict | None = None) -> dict:
+            sampler_options: dict | None = None, strategy_options: dict | None = None) -> dict:
     """Tune every layer (a layer's name, or a Conv2d / Matmul with a name, e.g. from operators.load_shapes)
     with every system (tvm_ttile: `seeds` seeds of `ttile_budget` trials; the TVM
     baselines: `baseline_seeds` seeds of `budget` trials), then time every best side by side. With
     `prepack` the layers' weights are constants (operators._prim_func) for every TVM tuner but AutoMCL.
     `sampler_options` go to tvm_ttile's sampler (its work directories are named after them, so that a resumed
-    comparison never mixes two samplers' records)."""
+    comparison never mixes two samplers' records). `strategy_options`: system name -> the options of its search
+    strategy (resolve_strategy_options; the system's work directories are named after them too)."""
     from . import cpu as cpu_mod
     from .operators import get_layer, kind_of
 
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
         raise TTileError(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
+    strategy_options = dict(strategy_options or {})
+    for system, options in strategy_options.items():
+        if system not in systems:
+            raise TTileError(f"strategy options for {system}, which is not among the systems ({', '.join(systems)})")
+        check_strategy_options(system, options)
     ops = [get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
     names = [op.name for op in ops]
     if not all(names) or len(set(names)) != len(names):
@@ -57,7 +64,8 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "peak_threads": threads, "threads": threads,
             "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
             "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
-            "prepack": prepack, "sampler_options": dict(sampler_options or {}), "versions": _versions(),
+            "prepack": prepack, "sampler_options": dict(sampler_options or {}),
+            "strategy_options": strategy_options, "versions": _versions(),
             "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
             "results": {}}
     for op in ops:
@@ -85,10 +93,13 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 name = SYSTEMS[system].work_name(layer, prepack)
                 if ttile and sampler_options:
                     name += "-" + options_text(sampler_options, sep="-")
+                if strategy_options.get(system):
+                    name += "-" + options_text(strategy_options[system], sep="-")
                 work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name, threads)
                 res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
                                  work_dir=work, threads=threads, settings=settings, progress=progress,
-                                 sampler_options=sampler_options if ttile else None)
+                                 sampler_options=sampler_options if ttile else None,
+                                 strategy_options=strategy_options.get(system))
                 runs.append(res.to_json())
                 timed.append((system, seed, work))
             data["results"].setdefault(layer, {})[system] = runs
@@ -98,6 +109,27 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 data["results"][layer][system][i]["retimed_gflops"] = op.flops / t / 1e9
         _write(data, out_dir)  # after every layer: an interrupted comparison keeps what it measured
     return data
+
+
+def resolve_strategy_options(systems, options: dict) -> dict:
+    """Command-line strategy options -> system name -> options. A "SYSTEM:NAME" key is that system's option; a
+    plain "NAME" goes to every chosen system whose search has it (e.g. rho to gbfs and tvm_ttile-gbfs), and to
+    none is an error."""
+    out: dict = {}
+    for key, value in options.items():
+        system, sep, name = key.rpartition(":")
+        if sep:
+            if system not in systems:
+                raise TTileError(f"--strategy-option {key}: {system} is not among the systems ({', '.join(systems)})")
+            targets = [system]
+        else:
+            targets = [s for s in systems if s in SYSTEMS and name in SYSTEMS[s].strategy_options()]
+            if not targets:
+                raise TTileError(f"--strategy-option {name}: no chosen system's search has it (systems with "
+                                 f"strategy options: {', '.join(n for n, s in SYSTEMS.items() if s.strategy_options())})")
+        for s in targets:
+            out.setdefault(s, {})[name] = value
+    return out
 
 
 def render(out_dir) -> dict:
@@ -277,6 +309,9 @@ def _write(data, out_dir):
                if data.get("prepack") else []),
              *([f"tvm_ttile's sampler options: {options_text(data['sampler_options'])}.", ""]
                if data.get("sampler_options") else []),
+             *(["Search strategy options: " + "; ".join(f"{k} {options_text(v)}" for k, v in
+                                                       sorted(data["strategy_options"].items())) + ".", ""]
+               if data.get("strategy_options") else []),
              f"% of peak of each system's best, timed again side by side after tuning ({data.get('retime_rounds', 0)} "
              "round-robin rounds, median); in brackets the tuning wall time:", "", "| layer | " + " | ".join(systems) + " |",
              "|---|" + "---:|" * len(systems)]

@@ -61,6 +61,10 @@ class System:
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
 
+    def strategy_options(self) -> dict:
+        """Its search strategy's options, declared as data (name -> (default, help)); none for most systems."""
+        return {}
+
     def handles(self, operator) -> bool:
         return type(operator).__name__ in self.operators
 
@@ -97,27 +101,40 @@ class System:
 class TTile(System):
     """tvm_ttile with a search strategy (strategies.STRATEGIES): random (measured as drawn) or model (ranked
     before measuring: the system tvm_ttile-model, PolyDL's idea in the structured space)."""
-    options = {"sampler_options": None}  # the ttile sampler's options (samplers.all_options)
+    options = {"sampler_options": None, "strategy_options": None}  # the ttile sampler's and the strategy's
     ours = True
 
     def __init__(self, name="tvm_ttile", color="tab:green", strategy="random"):
         self.name, self.color, self.strategy = name, color, strategy
 
+    def strategy_options(self):
+        from ..strategies import STRATEGIES
+
+        return STRATEGIES[self.strategy].OPTIONS
+
     def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
         from ..tune import read_curve, tune
 
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
-                   progress=progress, sampler_options=options.get("sampler_options"), strategy=self.strategy)
+                   progress=progress, sampler_options=options.get("sampler_options"), strategy=self.strategy,
+                   strategy_options=options.get("strategy_options"))
         return SystemResult(self.name, res.operator, res.gflops, res.percent_of_peak, res.seconds, res.trials,
                             res.verified, res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
                             res.lowering_notes)
 
 
 class TVMPolicy(System):
-    """MetaSchedule's default policy or an AutoTVM-style template (tvm_tuners.POLICIES)."""
+    """MetaSchedule's default policy or an AutoTVM-style template (tvm_tuners.POLICIES); `search` names the
+    neighbourhood search (strategies.SEARCHES) walking the template's knobs, if any: its options are the system's."""
 
-    def __init__(self, name, color, operators=System.operators):
-        self.name, self.color, self.operators = name, color, operators
+    def __init__(self, name, color, operators=System.operators, search=None):
+        self.name, self.color, self.operators, self.search = name, color, operators, search
+        self.options = {"strategy_options": None} if search else {}
+
+    def strategy_options(self):
+        from ..strategies import SEARCHES
+
+        return SEARCHES[self.search].OPTIONS if self.search else {}
 
     def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
         import tvm
@@ -127,7 +144,7 @@ class TVMPolicy(System):
         from .tvm_tuners import tune_tvm_baseline
 
         db, mod, target, seconds = tune_tvm_baseline(self.name, operator, cpu, trials, seed, work_dir, settings,
-                                                     threads, progress)
+                                                     threads, progress, options.get("strategy_options"))
         best = best_schedule(db, mod)
         if best is None:
             raise TTileError(f"{self.name} measured no valid candidate for {operator.name or operator!r}")
@@ -217,7 +234,8 @@ class Library(System):
 SYSTEMS = {s.name: s for s in (
     TTile(), TTile("tvm_ttile-model", "tab:olive", "model"), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
     TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")),
-    TVMPolicy("gbfs", "tab:pink", ("Conv2d", "Matmul")), TVMPolicy("na2c", "tab:cyan", ("Conv2d", "Matmul")),
+    TVMPolicy("gbfs", "tab:pink", ("Conv2d", "Matmul"), "gbfs"),
+    TVMPolicy("na2c", "tab:cyan", ("Conv2d", "Matmul"), "na2c"),
     TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
@@ -237,9 +255,10 @@ def handles(system: str, operator) -> bool:
 
 def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, threads=1,
                settings: MeasureSettings = MeasureSettings(), progress=True,
-               sampler_options: dict | None = None) -> SystemResult:
+               sampler_options: dict | None = None, strategy_options: dict | None = None) -> SystemResult:
     """One system's result on one operator: a library timed, or a tuner run (`sampler_options` go to
-    tvm_ttile's ttile sampler; other systems refuse them)."""
+    tvm_ttile's ttile sampler, other systems refuse them; `strategy_options` to the system's search strategy,
+    System.strategy_options)."""
     import tempfile
 
     from .. import cpu as cpu_mod
@@ -251,12 +270,26 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
     unknown = sorted(set(options) - set(sys_.options))
     if unknown:
         raise TTileError(f"{system} takes no {', '.join(unknown)} (got {options}); sampler options are tvm_ttile's")
+    if strategy_options:
+        check_strategy_options(system, strategy_options)
+        options["strategy_options"] = strategy_options
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     if sys_.tunes:
         work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
     return sys_.run(operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options)
+
+
+def check_strategy_options(system: str, options: dict) -> None:
+    """One line naming the problem if `system`'s search strategy has no such option (before anything runs)."""
+    known = get_system(system).strategy_options()
+    unknown = sorted(set(options) - set(known))
+    if not known:
+        raise TTileError(f"{system} has no search strategy options (got {', '.join(sorted(options))}); "
+                         f"systems with some: {', '.join(n for n, s in SYSTEMS.items() if s.strategy_options())}")
+    if unknown:
+        raise TTileError(f"{system}'s search has no option(s) {', '.join(unknown)}; it has {', '.join(sorted(known))}")
 
 
 def best_module(operator, work_dir, cpu, threads=1, system=None):

@@ -17,22 +17,26 @@ def template_space(mod):
 
 
 POLICIES = {
-    # system name: (space, strategy, cost model) factory of the workload and the seed
-    "metaschedule": lambda mod, seed: ("post-order-apply", "evolutionary", "xgb"),
-    "template-xgb": lambda mod, seed: (template_space(mod), "evolutionary", "xgb"),
-    "template-random": lambda mod, seed: (template_space(mod), "replay-func", ms.cost_model.RandomModel()),
-    "gbfs": lambda mod, seed: (template_space(mod), KnobSearch("gbfs", seed), ms.cost_model.RandomModel()),
-    "na2c": lambda mod, seed: (template_space(mod), KnobSearch("na2c", seed), ms.cost_model.RandomModel()),
+    # system name: (space, strategy, cost model) factory of the workload, the seed and the search's options
+    "metaschedule": lambda mod, seed, options: ("post-order-apply", "evolutionary", "xgb"),
+    "template-xgb": lambda mod, seed, options: (template_space(mod), "evolutionary", "xgb"),
+    "template-random": lambda mod, seed, options: (template_space(mod), "replay-func", ms.cost_model.RandomModel()),
+    "gbfs": lambda mod, seed, options: (template_space(mod), KnobSearch("gbfs", seed, options),
+                                        ms.cost_model.RandomModel()),
+    "na2c": lambda mod, seed, options: (template_space(mod), KnobSearch("na2c", seed, options),
+                                        ms.cost_model.RandomModel()),
 }
 
 
-def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads=1, progress=True):
-    """Returns (database, mod, target, total tuning seconds)."""
+def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, threads=1, progress=True,
+                      strategy_options=None):
+    """Returns (database, mod, target, total tuning seconds); `strategy_options` go to the knob search of gbfs and
+    na2c."""
     target = cpu.target(threads)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(records_of(database, mod))
-    space, strategy, cost_model = POLICIES[system](mod, seed)
+    space, strategy, cost_model = POLICIES[system](mod, seed, strategy_options)
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space, strategy=strategy,
         cost_model=cost_model, seed=seed, settings=settings, threads=threads, trials_per_iter=min(64, max(trials, 1)),
