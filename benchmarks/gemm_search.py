@@ -79,6 +79,32 @@ def space_size(system, op, lanes):
     return knob_landscape(sch.trace)[0].size()
 
 
+def time_start(op, cpu):
+    """The walks' start s0 (each extent in its outermost level) of the AutoTVM-style template, built as KnobSearch
+    replays a state, checked against numpy and timed for one call: what every state near it costs to measure."""
+    import tvm
+
+    from tvm_ttile.baselines.templates import matmul_template
+    from tvm_ttile.measure import build_module, timing_args
+    from tvm_ttile.metaschedule.knob_search import knob_landscape
+    from tvm_ttile.tune import verify
+
+    mod = tvm.IRModule({"main": op.prim_func(cpu.lanes)})
+    sch = tvm.s_tir.Schedule(mod, seed=1)
+    matmul_template(sch)
+    land, insts = knob_landscape(sch.trace)
+    trace = sch.trace
+    for inst, value in zip(insts, land.start()):
+        trace = trace.with_decision(inst, list(value) if isinstance(value, tuple) else value, True)
+    s0 = tvm.s_tir.Schedule(mod)
+    trace.apply_to_schedule(s0, remove_postproc=True)  # s0's unroll knob is 0: the postprocessors change nothing
+    ok, err = verify(op, s0.mod, cpu.target(1))
+    f = build_module(s0.mod, cpu.target(1)).time_evaluator("main", tvm.cpu(), number=1, repeat=1)
+    secs = float(f(*timing_args(s0.mod)).results[0])
+    return {"state": [list(v) if isinstance(v, tuple) else v for v in land.start()], "seconds": secs,
+            "gflops": op.flops / secs / 1e9, "verified": bool(ok), "max_abs_error": float(err)}
+
+
 def best_at(curve, trials):
     """Best GFLOPS within the first `trials` measurements (0 when none)."""
     got = [g for t, _, g in curve if t <= trials]
@@ -95,6 +121,8 @@ def main(argv=None):
     p.add_argument("--out", default="benchmarks/results/gemm_search")
     p.add_argument("--no-retime", action="store_true", help="tables from the tuning measurements only")
     p.add_argument("--report-only", action="store_true", help="table and plots again from OUT/gemm_search.json")
+    p.add_argument("--time-start", action="store_true",
+                   help="also time the walks' start s0 once per size (what measuring states near it costs)")
     args = p.parse_args(argv)
     if args.report_only:
         with open(os.path.join(args.out, "gemm_search.json")) as f:
@@ -141,6 +169,8 @@ def main(argv=None):
                       f"{res.verified}", flush=True)
         entry = {"space": {s: space_size(s, op, cpu.lanes) for s in args.systems},
                  "runs": {f"{s}-seed{k}": r for (s, k), r in runs.items()}}
+        if args.time_start:
+            entry["start"] = time_start(op, cpu)
         if not args.no_retime:
             keys = sorted(runs)
             secs = retime([(s, runs[(s, k)]["work_dir"]) for s, k in keys], op, cpu, rounds=args.rounds)
@@ -181,6 +211,11 @@ def write_markdown(report, args, peak):
                          + f" | {tune_s:.0f} | "
                          + (f"{retimed:.1f} | {100 * retimed / peak:.0f}%" if retimed else "- | -")
                          + f" | {all(r['verified'] for _, r in runs)} |")
+        if "start" in entry:
+            st = entry["start"]
+            lines += ["", f"The walks' start s0 `{st['state']}` alone: {st['seconds']:.2f} s per call = "
+                          f"{st['gflops']:.2f} GFLOPS ({100 * st['gflops'] / peak:.2f}% of peak), verified "
+                          f"{st['verified']}: each state measured near it costs about that, times the repeats."]
         lines.append("")
     with open(os.path.join(args.out, "gemm_search.md"), "w") as f:
         f.write("\n".join(lines))
