@@ -121,6 +121,9 @@ def main(argv=None):
     p.add_argument("--out", default="benchmarks/results/gemm_search")
     p.add_argument("--no-retime", action="store_true", help="tables from the tuning measurements only")
     p.add_argument("--report-only", action="store_true", help="table and plots again from OUT/gemm_search.json")
+    p.add_argument("--read-only", nargs="+", default=[], metavar="SYSTEM",
+                   help="systems whose finished runs are read back but whose missing seeds are not tuned (e.g. the "
+                        "walks from s0, too slow to measure at every seed)")
     p.add_argument("--time-start", action="store_true",
                    help="also time the walks' start s0 once per size (what measuring states near it costs)")
     args = p.parse_args(argv)
@@ -157,6 +160,8 @@ def main(argv=None):
                     if saved["trials_asked"] == args.trials:
                         runs[(system, seed)] = saved
                         continue
+                if system in args.read_only:
+                    continue
                 work = os.path.join(args.out, "work", name)
                 start = time.time()
                 res = run_system(system, op, cpu, trials=args.trials, seed=seed, work_dir=work, settings=fast,
@@ -191,12 +196,13 @@ def write_markdown(report, args, peak):
     for n, entry in report["sizes"].items():
         cols = [c for c in CHECKPOINTS if c < args.trials] + [args.trials]
         lines += [f"## {n} x {n} x {n}", "",
-                  "Best GFLOPS found after N trials (median over seeds " + ", ".join(map(str, args.seeds)) + "); the "
+                  "Best GFLOPS found after N trials (median over the runs of seeds " + ", ".join(map(str, args.seeds))
+                  + "; seeds: how many ran); the "
                   "space a template system walks and the share of it visited; tuning seconds; each run's best timed "
                   "again side by side:", "",
-                  "| system | " + " | ".join(f"{c} trials" for c in cols)
+                  "| system | seeds | " + " | ".join(f"{c} trials" for c in cols)
                   + " | space (states) | visited | tuning s | retimed GFLOPS (median of seeds) | % of peak | verified |",
-                  "|---|" + "---|" * (len(cols) + 6)]
+                  "|---|---|" + "---|" * (len(cols) + 6)]
         for system in args.systems:
             runs = [(k, r) for k, r in entry["runs"].items() if k.rsplit("-seed", 1)[0] == system]
             if not runs:
@@ -206,7 +212,7 @@ def write_markdown(report, args, peak):
             tune_s = statistics.median(r["seconds"] for _, r in runs)
             retimed = [entry.get("retimed_gflops", {}).get(k) for k, _ in runs]
             retimed = statistics.median(retimed) if all(retimed) else None
-            lines.append(f"| {system} | " + " | ".join(f"{c:.1f}" for c in cells)
+            lines.append(f"| {system} | {len(runs)} | " + " | ".join(f"{c:.1f}" for c in cells)
                          + (f" | {size} | {100 * args.trials / size:.3g}%" if size else " | - | -")
                          + f" | {tune_s:.0f} | "
                          + (f"{retimed:.1f} | {100 * retimed / peak:.0f}%" if retimed else "- | -")
