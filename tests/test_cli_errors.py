@@ -4,6 +4,16 @@ import pytest
 from tvm_ttile import cli
 
 
+def test_each_command_reads_its_own_strategy_options():
+    """tune and tune-model take NAME=VALUE, compare [SYSTEM:]NAME=VALUE; redefining the option for compare must
+    leave the others' parsing alone (the operator stays a positional of tune)."""
+    parser = cli.make_parser()
+    tune = parser.parse_args(["tune", "conv2d", "--layer", "ResNet18-2", "--strategy-option", "rho=3"])
+    assert tune.op == "conv2d" and tune.strategy_option == ["rho=3"]
+    assert parser.parse_args(["tune-model", "resnet18", "--strategy-option", "pool=3"]).strategy_option == ["pool=3"]
+    assert parser.parse_args(["compare", "--strategy-option", "gbfs:rho=3"]).strategy_option == ["gbfs:rho=3"]
+
+
 @pytest.mark.parametrize("argv,words", [
     (["tune", "conv2d", "--layer", "ResNet18-2", "--threads", "0"], "threads"),
     (["tune", "conv2d", "--layer", "ResNet18-2", "--threads", "-2"], "threads"),

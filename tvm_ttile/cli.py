@@ -381,11 +381,16 @@ def _parents():
     tuning.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                         help="an option of tvm_ttile's sampler, e.g. min_reuse=32, weights_first=0.5, "
                              "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5)")
-    tuning.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
-                        help="an option of the search strategy: model: pool=2000 (schemes drawn and ranked), "
-                             "ranker=learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
-                             "na2c: steps=3, tau=0.5, ...")
     return output, tuning
+
+
+def _add_strategy_option(p) -> None:
+    """tune's and tune-model's --strategy-option (compare has its own, per system: one Action object shared
+    through a parent parser cannot be redefined in one subcommand without changing it in the others)."""
+    p.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the search strategy: model: pool=2000 (schemes drawn and ranked), "
+                        "ranker=learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
+                        "na2c: steps=3, tau=0.5, ...")
 
 
 def _strategy(name: str) -> str:
@@ -444,6 +449,7 @@ def make_parser():
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
     p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
     _add_cpu_args(p)
+    _add_strategy_option(p)
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("tune-model", help="tune and compile a whole network (Relax) and compare it",
@@ -475,13 +481,14 @@ def make_parser():
                    help="after tuning, time each conv2d/matmul task's N fastest candidates inside the running "
                         "network and build with the fastest there (default 0: tuning's pick; the report then also "
                         "says how well each way of timing candidates alone ranks them as the network does)")
+    _add_strategy_option(p)
     p.set_defaults(func=cmd_tune_model)
 
     from .baselines import SYSTEMS
     from .compare import DEFAULT_SYSTEMS
 
     p = sub.add_parser("compare", help="tune layers with tvm_ttile and the baselines side by side",
-                       parents=[output, tuning], conflict_handler="resolve")
+                       parents=[output, tuning])
     p.add_argument("--strategy-option", action="append", default=[], metavar="[SYSTEM:]NAME=VALUE",
                    help="an option of a system's search: gbfs:starts=8 (that system's), or rho=8 (every chosen "
                         "system whose search has it: " + "; ".join(
