@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -54,3 +55,20 @@ def test_foreign_isa_cannot_be_measured_here():
             cpu.detect_host(isa)
         with pytest.raises(UnsupportedISAError, match="cannot run on this host"):
             cpu.measure_peak(cpu.CPUModel(name="x", isa=cpu.get_isa(isa)))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="Linux, 2+ CPUs")
+def test_a_build_worker_is_not_bound_to_the_core_tvm_bound_its_parent_to(tmp_path):
+    """TVM binds a process's main thread to one core when it sizes its pool; processes started later inherit
+    the mask, so the builder's workers unbind themselves (measure.unpin_build_worker)."""
+    import subprocess
+    import sys
+
+    code = ("import os, tvm; tvm.get_global_func('runtime.NumThreads')(); bound = len(os.sched_getaffinity(0)); "
+            "from tvm_ttile.measure import unpin_build_worker; unpin_build_worker(); "
+            "print(bound, len(os.sched_getaffinity(0)))")
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "TVM_BIND_THREADS")}
+    env["TVM_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    bound, after = map(int, out.split())
+    assert bound == 1 and after == os.cpu_count()

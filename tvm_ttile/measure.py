@@ -94,7 +94,18 @@ def default_builder(settings: MeasureSettings):
     from tvm.s_tir import meta_schedule as ms
 
     return ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
-                                   timeout_sec=settings.timeout_sec)
+                                   timeout_sec=settings.timeout_sec, initializer=unpin_build_worker)
+
+
+def unpin_build_worker() -> None:
+    """Let a build worker use every CPU. TVM binds the main thread of a process to one core when it sizes its
+    thread pool (1 thread: core 0), and worker processes started later inherit that mask, so without this the
+    build workers all compile on the one core the runner times on. The runner's worker stays bound, as TVM
+    binds it."""
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    except (AttributeError, OSError, ValueError):  # not Linux, or a cpuset narrower than the CPUs counted
+        pass
 
 
 def default_runner(settings: MeasureSettings, threads: int = 1):
