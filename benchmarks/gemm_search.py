@@ -86,18 +86,14 @@ def time_start(op, cpu):
 
     from tvm_ttile.baselines.templates import matmul_template
     from tvm_ttile.measure import build_module, timing_args
-    from tvm_ttile.metaschedule.knob_search import knob_landscape
+    from tvm_ttile.metaschedule.knob_search import knob_landscape, replay
     from tvm_ttile.tune import verify
 
     mod = tvm.IRModule({"main": op.prim_func(cpu.lanes)})
     sch = tvm.s_tir.Schedule(mod, seed=1)
     matmul_template(sch)
     land, insts = knob_landscape(sch.trace)
-    trace = sch.trace
-    for inst, value in zip(insts, land.start()):
-        trace = trace.with_decision(inst, list(value) if isinstance(value, tuple) else value, True)
-    s0 = tvm.s_tir.Schedule(mod)
-    trace.apply_to_schedule(s0, remove_postproc=True)  # s0's unroll knob is 0: the postprocessors change nothing
+    s0 = replay(mod, sch.trace, insts, land.start())  # s0's unroll knob is 0: the postprocessors change nothing
     ok, err = verify(op, s0.mod, cpu.target(1))
     f = build_module(s0.mod, cpu.target(1)).time_evaluator("main", tvm.cpu(), number=1, repeat=1)
     secs = float(f(*timing_args(s0.mod)).results[0])

@@ -47,6 +47,20 @@ def state_of(trace, n: int):
     return tuple(out) if len(out) == n else None
 
 
+def replay(mod, trace, insts, state, postprocs=()):
+    """The design space's `trace` with the knob values of `state` (one per sampling instruction of `insts`) applied
+    to `mod`, then `postprocs`; None when a postprocessor rejects it."""
+    for inst, value in zip(insts, state):
+        trace = trace.with_decision(inst, list(value) if isinstance(value, tuple) else value, True)
+    sch = tvm.s_tir.Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=True)
+    sch.enter_postproc()
+    for post in postprocs:
+        if not post.apply(sch):
+            return None
+    return sch
+
+
 @derived_object
 class KnobSearch(PySearchStrategy):
     """search: "gbfs" or "na2c"; options: the search's (strategies.SEARCHES[search].OPTIONS). Records of the
@@ -86,16 +100,7 @@ class KnobSearch(PySearchStrategy):
 
     def schedule(self, state):
         """The schedule of a state, postprocessed; None when a postprocessor rejects it."""
-        trace = self.trace
-        for inst, value in zip(self.insts, state):
-            trace = trace.with_decision(inst, list(value) if isinstance(value, tuple) else value, True)
-        sch = tvm.s_tir.Schedule(self.mod)
-        trace.apply_to_schedule(sch, remove_postproc=True)
-        sch.enter_postproc()
-        for post in self.postprocs:
-            if not post.apply(sch):
-                return None
-        return sch
+        return replay(self.mod, self.trace, self.insts, state, self.postprocs)
 
     def generate_measure_candidates(self):
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
