@@ -45,6 +45,11 @@ def test_bad_numbers_are_refused_by_the_parser(argv, words, capsys):
     (["tune", "depthwise", "--C", "16", "--H", "9"], "missing: --W"),
     (["tune", "depthwise", "--C", "16", "--K", "16", "--hw", "9"], "no --layer or --K"),
     (["tune", "depthwise", "--C", "16", "--hw", "2", "--R", "3"], "empty output"),
+    (["tune", "matmul", "--M", "8", "--N", "16", "--K", "8", "--groups", "2"], "--groups is for conv2d"),
+    (["tune", "conv2d", "--K", "16", "--C", "8", "--hw", "9", "--layout", "nt"], "--layout is for batch_matmul"),
+    (["tune", "conv2d", "--K", "16", "--C", "6", "--hw", "9", "--groups", "4"], "divisible"),
+    (["tune", "conv2d", "--layer", "ResNet18-2", "--groups", "2"], "--groups with --layer"),
+    (["tune", "batch_matmul", "--M", "8", "--N", "16"], "missing: --K"),
 ])
 def test_bad_values_give_one_line(argv, words, capsys, tmp_path):
     assert cli.main(argv + ["--work-dir", str(tmp_path / "w")]) == 2
@@ -64,7 +69,7 @@ def test_compare_with_a_bad_shapes_file_is_one_line(capsys, tmp_path):
 @pytest.mark.parametrize("argv,words", [
     (["peak", "--target", '{"kind":"bogus"}'], 'Target kind "bogus" is not defined'),
     (["peak", "--target", "llvm -mcpu=x"], "must be a JSON dict"),
-    (["compare", "--systems", "numpy", "--layers", "ResNet18-2"], "none of the systems handles ResNet18-2, a Conv2d (numpy takes Matmul)"),
+    (["compare", "--systems", "numpy", "--layers", "ResNet18-2"], "none of the systems handles ResNet18-2, a Conv2d (numpy takes Matmul and BatchMatmul operators)"),
     (["compare", "--systems", "tvm_ttile,gbfs", "--layers", "ResNet18-2", "--strategy-option", "tau=0.5"],
      "--strategy-option tau: no chosen system's search has it"),
     (["compare", "--systems", "gbfs", "--layers", "ResNet18-2", "--strategy-option", "na2c:tau=0.5"],

@@ -280,7 +280,7 @@ def test_constant_weights_padded_and_transposed_at_build_time(host, make, text):
     lowered = lower(problem, Scheme.parse(text), op.prim_func(L))
     timed = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(lowered.sch.mod, remove_preproc=True)]
     assert len(timed[1]) == len(op.random_inputs()[1].shape) + 1  # [vector blocks, ..., block]
-    assert np.prod(timed[1]) == np.prod(weights_for(op.random_inputs()[1], op.prim_func(L)).shape)
+    assert np.prod(timed[1]) == np.prod(weights_for(op, op.random_inputs()[1], op.prim_func(L)).shape)
     assert timed[2] == op.output_shape
     got, ref = run(op, lowered.sch.mod, host.target())
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))

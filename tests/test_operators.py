@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from tvm_ttile.errors import ShapeError, UnsupportedDtypeError
-from tvm_ttile.operators import (Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer, load_shapes,
-                                 matmul_shapes)
+from tvm_ttile.operators import (BatchMatmul, Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer,
+                                 load_shapes, matmul_shapes)
 
 
 def naive_conv(x, w, stride, pad, dil):
@@ -55,6 +55,14 @@ def test_bad_input_is_named():
         Matmul(M=4, N=4, K=4, dtype="float16")
     with pytest.raises(ShapeError, match="unknown layer"):
         get_layer("ResNet18-99")
+    with pytest.raises(ShapeError, match="3 groups needs C and K divisible by them"):
+        Conv2d(K=6, C=4, H=8, W=8, R=3, S=3, groups=3)
+    with pytest.raises(ShapeError, match="groups = C = K = 8 is a depthwise convolution: use the depthwise operator"):
+        Conv2d(K=8, C=8, H=8, W=8, R=3, S=3, groups=8)
+    with pytest.raises(ShapeError, match="layout must be one of nn, nt, tn"):
+        BatchMatmul(B=2, M=4, N=4, K=4, layout="tt")
+    with pytest.raises(ShapeError, match="B=0"):
+        BatchMatmul(B=0, M=4, N=4, K=4)
 
 
 @pytest.mark.parametrize("dense", [False, True])
@@ -105,6 +113,44 @@ def test_conv_te_with_asymmetric_padding_and_a_non_square_kernel_matches_referen
     np.testing.assert_allclose(out.numpy(), naive_conv(x, w, 2, (0, 3, 1, 1), 1), rtol=1e-4, atol=1e-4)
 
 
+def _lowered_matches_numpy(op, host, seed):
+    """The operator's function at the host's vector width (padded to whole vectors), lowered with one drawn
+    scheme, checked against its numpy reference."""
+    from kernels import conv_kept, matmul_kept
+    from tvm_ttile.lowering import lower, problem_of
+    from tvm_ttile.operators import run_against_reference
+    from tvm_ttile.samplers import make_sampler
+    from tvm_ttile.space import Problem, Space
+
+    func = op.prim_func(host.lanes)
+    problem = problem_of(func, host.isa.name, host.lanes)
+    declared = Problem.from_operator(op, host.lanes, host.isa.name)
+    assert (problem.sizes, problem.batch) == (declared.sizes, declared.batch)  # recognition agrees with the operator
+    kept = (conv_kept if problem.op == "conv2d" else matmul_kept)(host.isa.name, host.lanes)
+    (scheme,) = make_sampler("ttile", seed=seed).sample_many(Space(problem, kept), 1)
+    out, ref = run_against_reference(op, lower(problem, scheme, func).sch.mod, host.target())
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max())), err_msg=scheme.text)
+    return declared
+
+
+@pytest.mark.parametrize("layout,prepack", [("nn", False), ("nt", False), ("tn", False), ("nt", True)])
+def test_a_batch_matmul_in_each_layout_is_lowered_and_matches_numpy(host, layout, prepack):
+    op = BatchMatmul(B=3, M=7, N=host.lanes + 3, K=9, layout=layout, prepack=prepack)
+    problem = _lowered_matches_numpy(op, host, seed=len(layout) + prepack)
+    assert (problem.op, problem.batch, problem.size["j"], problem.vector_pad) == ("matmul", 3, 2 * host.lanes, host.lanes - 3)
+    assert op.flops == 2 * 3 * 7 * (host.lanes + 3) * 9 and op.output_shape == (3, 7, host.lanes + 3)
+
+
+@pytest.mark.parametrize("groups,K,C,R,prepack", [(3, 3 * 5, 6, 3, False), (2, 4, 8, 3, True), (4, 8, 4, 1, False)])
+def test_a_grouped_convolution_pads_each_group_and_matches_numpy(host, groups, K, C, R, prepack):
+    """Groups whose outputs are not whole vectors: each group padded to whole vectors (weights copied or, as
+    constants, given padded per group), the group a batch level of the structured space."""
+    op = Conv2d(K=K, C=C, H=7, W=6, R=R, S=R, pad=R // 2, groups=groups, prepack=prepack)
+    problem = _lowered_matches_numpy(op, host, seed=groups)
+    assert (problem.batch, problem.size["k"], problem.size["c"]) == (groups, host.lanes, C // groups)
+    assert op.flops == 2 * 7 * 6 * K * (C // groups) * R * R
+
+
 def test_a_shapes_file_gives_named_operators(tmp_path):
     import json
 
@@ -113,8 +159,12 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
         {"name": "inc-1x7", "op": "conv2d", "K": 16, "C": 8, "H": 17, "W": 17, "R": 1, "S": 7, "pad": [0, 3]},
         {"name": "stem", "op": "conv2d", "K": 8, "C": 3, "H": 32, "W": 32, "R": 7, "S": 7, "stride": 2,
          "pad": [2, 2, 3, 3], "N": 2},
-        {"name": "qkv", "op": "matmul", "M": 8, "N": 32, "K": 16, "dense": True}]}))
-    inc, stem, qkv = load_shapes(path)
+        {"name": "qkv", "op": "matmul", "M": 8, "N": 32, "K": 16, "dense": True},
+        {"name": "resnext", "op": "conv2d", "K": 128, "C": 128, "H": 56, "W": 56, "R": 3, "S": 3, "pad": 1, "groups": 32},
+        {"name": "scores", "op": "batch_matmul", "B": 12, "M": 128, "N": 128, "K": 64, "layout": "nt"}]}))
+    inc, stem, qkv, resnext, scores = load_shapes(path)
+    assert (resnext.groups, resnext.flops) == (32, 2 * 56 * 56 * 128 * 4 * 9)
+    assert isinstance(scores, BatchMatmul) and (scores.B, scores.layout, scores.name) == (12, "nt", "scores")
     assert (inc.name, inc.R, inc.S, inc.pads, inc.out_w) == ("inc-1x7", 1, 7, (0, 3, 0, 3), 17)
     assert (stem.N, stem.stride, stem.pads, stem.out_h) == (2, 2, (2, 2, 3, 3), 16)
     assert isinstance(qkv, Matmul) and qkv.dense and qkv.name == "qkv"
@@ -124,7 +174,10 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
     ("{not json", "not valid JSON"),
     ('{"layers": []}', 'non-empty list under "layers"'),
     ('{"layers": [{"name": "a b", "op": "conv2d"}]}', "layer 1: \"name\" must be"),
-    ('{"layers": [{"name": "a", "op": "pool"}]}', "layer 1 (a): \"op\" must be one of conv2d, depthwise, matmul"),
+    ('{"layers": [{"name": "a", "op": "pool"}]}',
+     "layer 1 (a): \"op\" must be one of conv2d, depthwise, matmul, batch_matmul"),
+    ('{"layers": [{"name": "a", "op": "batch_matmul", "B": 2, "M": 4, "N": 4, "K": 4, "layout": "x"}]}',
+     "layer 1 (a): batch matmul layout must be one of nn, nt, tn"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4}]}', "missing field(s) K"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4, "Q": 1}]}', "unknown field(s) Q"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4, "K": 4}, {"name": "a", "op": "matmul", "M": 4, '

@@ -5,15 +5,21 @@ import pytest
 
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
-from tvm_ttile.operators import Conv2d, Depthwise, Matmul
+from tvm_ttile.operators import BatchMatmul, Conv2d, Depthwise, Matmul
 
-KINDS = ("Conv2d", "Matmul", "Depthwise")
+KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul")
 
 
 def small(kind, lanes):
     return {"Conv2d": Conv2d(K=2 * lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv"),
             "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul"),
-            "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise")}[kind]
+            "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise"),
+            "BatchMatmul": BatchMatmul(B=3, M=6, N=2 * lanes - 3, K=12, layout="nt", name="small-bmm")}[kind]
+
+
+def grouped(lanes):
+    """A grouped convolution whose groups' outputs are not whole vectors (padded per group)."""
+    return Conv2d(K=4 * (lanes - 2), C=12, H=7, W=7, R=3, S=3, pad=1, groups=4, name="small-grouped")
 
 
 @pytest.mark.parametrize("position,name", list(enumerate(SYSTEMS)))
@@ -42,8 +48,13 @@ def test_every_system_refuses_what_it_does_not_take_in_one_error(name, host):
     system = get_system(name)
     for kind in set(KINDS) - set(system.operators):
         assert not system.handles(small(kind, host.lanes))
-        with pytest.raises(TTileError, match=f"^{name} takes .* operators, not {kind}$"):
+        with pytest.raises(TTileError, match=f"^{name} takes .* operators.*, not a {kind}$"):
             run_system(name, small(kind, host.lanes), host, trials=1)
+    if "Conv2d" in system.operators and not system.grouped:
+        assert not system.handles(grouped(host.lanes))
+        with pytest.raises(TTileError, match=f"^{name} takes .* operators \\(no grouped convolutions\\), not a "
+                                             "Conv2d with groups$"):
+            run_system(name, grouped(host.lanes), host, trials=1)
     if "sampler_options" not in system.options:
         kind = system.operators[0]
         with pytest.raises(TTileError, match="takes no sampler_options"):
@@ -61,3 +72,18 @@ def test_tuners_take_a_depthwise_convolution(name, host, tmp_path, small_catalog
     op = small("Depthwise", host.lanes)
     res = run_system(name, op, host, trials=2, seed=0, work_dir=str(tmp_path / name), progress=False)
     assert res.verified and res.trials > 0
+
+
+@pytest.mark.parametrize("name", ["tvm_ttile", "metaschedule", "onnxruntime", "onednn"])
+def test_a_grouped_convolution_is_tuned_or_timed_and_verified(name, host, tmp_path, small_catalog):
+    """Groups of K / groups outputs that are not whole vectors: tvm_ttile pads each group (one conv2d per group,
+    the group a batch level), the others take the groups as they are; every output checked against numpy."""
+    system = get_system(name)
+    work = str(tmp_path / name) if system.tunes else None
+    try:
+        res = run_system(name, grouped(host.lanes), host, trials=2, seed=0, work_dir=work, progress=False)
+    except TTileError as e:
+        if "not installed" in str(e):
+            pytest.skip(str(e))
+        raise
+    assert res.verified and (res.trials > 0) == system.tunes

@@ -2,6 +2,7 @@
 random shapes (primes included) whose generated code must match numpy, the N-thread peak, the --threads
 argument, and work dirs that are never reused at another thread count."""
 import random
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from kernels import conv_kept, matmul_kept
 from test_lowering import random_conv, random_matmul
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower
-from tvm_ttile.operators import Conv2d, Matmul, run_against_reference
+from tvm_ttile.operators import BatchMatmul, Conv2d, Matmul, run_against_reference
 from tvm_ttile.samplers import SAMPLERS, make_sampler
 from tvm_ttile.scheme import Par, Scheme, SchemeError
 from tvm_ttile.space import PARALLEL, REDUCTION, Problem, Space
@@ -88,10 +89,14 @@ def test_parallel_schemes_match_numpy(host, threads):
     ops = [random_conv(rng, host.lanes) for _ in range(3)] + [random_matmul(rng, host.lanes) for _ in range(2)]
     ops.append(Matmul(M=97, N=host.lanes * 3, K=13))  # primes
     ops.append(Conv2d(K=2 * host.lanes, C=8, H=7, W=5, R=3, S=3, pad=1, N=4))  # a batch for the parallel level
+    # independent instances above the scheme: they join the parallel loop
+    ops.append(BatchMatmul(B=3, M=10, N=host.lanes * 2, K=9, layout="nt"))
+    ops.append(Conv2d(K=4 * host.lanes, C=6, H=6, W=6, R=3, S=3, pad=1, groups=2))
     checked = 0
     for i, op in enumerate(ops):
         conv = isinstance(op, Conv2d)
         problem = Problem.from_operator(op, host.lanes, host.isa.name)
+        batch = problem.batch
         space = Space(problem, (conv_kept if conv else matmul_kept)(host.isa.name, host.lanes), threads=threads)
         for sampler in ("ttile", "nondivisible"):
             if not make_sampler(sampler).choices(space):
@@ -102,6 +107,9 @@ def test_parallel_schemes_match_numpy(host, threads):
                     func = func.with_attr("layout_free_buffers", [1])
                 lowered = lower(problem, scheme, func, threads=threads)
                 assert not lowered.notes or not scheme.parallel_levels, lowered.notes  # (no room: said so)
+                if batch > 1 and scheme.parallel_levels:
+                    extents = re.findall(r"in T\.parallel\((\d+)\)", lowered.sch.mod.script())
+                    assert extents == [str(batch * scheme.parallel_chunks)], (extents, scheme.text)
                 got, ref = run_against_reference(op, lowered.sch.mod, host.target(threads), seed=1)
                 scale = max(float(np.abs(ref).max()), 1.0)
                 assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * scale), (op, scheme.text)

@@ -94,13 +94,25 @@ def _operator(args):
 def _shape(args):
     import dataclasses
 
-    from .operators import Conv2d, Depthwise, Matmul, get_layer
+    from .operators import BatchMatmul, Conv2d, Depthwise, Matmul, get_layer
 
+    if args.groups != 1 and args.op != "conv2d":
+        raise TTileError(f"--groups is for conv2d (a grouped convolution), not {args.op}")
+    if args.layout is not None and args.op != "batch_matmul":
+        raise TTileError(f"--layout is for batch_matmul (nn, nt, tn), not {args.op}")
     h = args.H if args.H is not None else args.hw
     w = args.W if args.W is not None else args.hw
     s = args.S if args.S is not None else args.R
     window = f"{h}x{w}-R{args.R}S{s}-s{args.stride}-p{'-'.join(map(str, args.pad))}" + (
         f"-batch{args.batch}" if args.batch != 1 else "")
+    if args.op == "batch_matmul":
+        missing = [n for n in ("M", "N", "K") if getattr(args, n) is None]
+        if args.layer or missing:
+            raise TTileError("tune batch_matmul takes --batch B, --M, --N, --K and --layout nn|nt|tn; no --layer" +
+                             (f" (missing: {', '.join('--' + m for m in missing)})" if missing else ""))
+        layout = args.layout or "nn"
+        return BatchMatmul(B=args.batch, M=args.M, N=args.N, K=args.K, layout=layout,
+                           name=f"batch_matmul-{args.batch}x{args.M}x{args.N}x{args.K}-{layout}")
     if args.op == "depthwise":
         if args.layer or args.K is not None:
             raise TTileError("tune depthwise takes --C and --hw (or --H and --W), --R/--S, --stride, --pad, --dilation, "
@@ -117,8 +129,11 @@ def _shape(args):
             raise TTileError(f"layer {args.layer!r} is not a {args.op}")
         if args.batch != 1:
             if not isinstance(op, Conv2d):
-                raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
+                raise TTileError("--batch is for conv2d and batch_matmul; a matmul's batch of rows is its M")
             op = dataclasses.replace(op, N=args.batch, name=f"{op.name}-batch{args.batch}")
+        if args.groups != 1:
+            raise TTileError(f"--groups with --layer: {args.layer} is a layer of its own; give the grouped "
+                             "convolution's sizes (--K, --C, --hw, --groups)")
         return op
     if args.op == "conv2d":
         missing = [n for n, v in (("K", args.K), ("C", args.C), ("H", h), ("W", w)) if v is None]
@@ -126,9 +141,10 @@ def _shape(args):
             raise TTileError("tune conv2d needs --layer NAME or --K, --C and --hw (or --H and --W) (missing: " +
                              ", ".join("--" + m for m in missing) + ")")
         return Conv2d(K=args.K, C=args.C, H=h, W=w, R=args.R, S=s, stride=args.stride, pad=args.pad,
-                      dilation=args.dilation, N=args.batch, name=f"conv2d-K{args.K}-C{args.C}-{window}")
+                      dilation=args.dilation, N=args.batch, groups=args.groups,
+                      name=f"conv2d-K{args.K}-C{args.C}-{window}" + (f"-g{args.groups}" if args.groups != 1 else ""))
     if args.batch != 1:
-        raise TTileError("--batch is for conv2d; a matmul's batch of rows is its M")
+        raise TTileError("--batch is for conv2d and batch_matmul; a matmul's batch of rows is its M")
     missing = [n for n in ("M", "N", "K") if getattr(args, n) is None]
     if missing:
         raise TTileError("tune matmul needs --layer NAME or --M, --N and --K (missing: " + ", ".join(
@@ -419,9 +435,9 @@ def make_parser():
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
-    p = sub.add_parser("tune", help="tune one conv2d, depthwise conv2d or matmul with random sampling of the "
+    p = sub.add_parser("tune", help="tune one conv2d (grouped too), depthwise conv2d, matmul or batch matmul in the "
                        "structured space", parents=[output, tuning])
-    p.add_argument("op", choices=["conv2d", "depthwise", "matmul"])
+    p.add_argument("op", choices=["conv2d", "depthwise", "matmul", "batch_matmul"])
     p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
     for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
                            ("H", "input height"), ("W", "input width"), ("hw", "input height = width (shorthand)"),
@@ -433,7 +449,12 @@ def make_parser():
     p.add_argument("--pad", type=_pad, default=(0,), help="1 (all sides), 0,3 (height, width) or 0,3,0,3 (top, "
                    "left, bottom, right)")
     p.add_argument("--dilation", type=int, default=1)
-    p.add_argument("--batch", type=int, default=1, help="conv2d batch (images); the parallel level may split it")
+    p.add_argument("--batch", type=int, default=1, help="conv2d batch (images; the parallel level may split it), "
+                   "batch_matmul's number of matrices")
+    p.add_argument("--groups", type=int, default=1, help="conv2d groups: C/groups input channels per group of "
+                   "K/groups outputs (ResNeXt); groups = C = K is `tune depthwise`")
+    p.add_argument("--layout", choices=["nn", "nt", "tn"], help="batch_matmul operands: nn A[B,M,K] x B[B,K,N]; nt "
+                   "the second stored [B,N,K] (Q x K^T); tn the first stored [B,K,M]")
     p.add_argument("--dense", action="store_true", help="matmul with weights stored W[N,K]")
     p.add_argument("--prepack", action="store_true", help=PREPACK_HELP)
     p.add_argument("--trials", type=int, default=50)

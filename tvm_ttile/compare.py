@@ -52,7 +52,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
         raise TTileError(f"every layer needs a name of its own (they name the work dirs), got {names}")
     for op in ops:
         if not any(handles(s, op) for s in systems):
-            takes = "; ".join(f"{s} takes {' and '.join(SYSTEMS[s].operators)}" for s in systems)
+            takes = "; ".join(f"{s} takes {SYSTEMS[s].takes()}" for s in systems)
             raise TTileError(f"none of the systems handles {op.name}, a {type(op).__name__} ({takes})")
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(threads)

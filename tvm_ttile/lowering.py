@@ -361,7 +361,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         chunk[spec.dim] //= spec.n
     prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
     packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
-    # Batch loops (a batch matmul's) stay outermost, above every level of the scheme.
+    # Batch loops (a batch matmul's batch, a grouped conv2d's groups) stay outermost, above every level of the
+    # scheme; with a Par level they join the parallel loop (independent instances: more chunks, one fork).
+    *batch_loops, = sch.get_loops(block)[:-len(BLOCK_DIMS[op])]
     loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)[-len(BLOCK_DIMS[op]):]))
     cut, mk_start = _split_scheme(scheme)
     region_ext = scheme.extents(lanes)[cut]
@@ -432,7 +434,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
-        sch.parallel(sch.fuse(*outer[:npar]) if npar > 1 else outer[0])
+        par = [*batch_loops, *outer[:npar]]
+        sch.parallel(sch.fuse(*par) if len(par) > 1 else par[0])
     elif threads > 1:
         notes += _parallel(sch, outer, keys, red_dims)
     intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)

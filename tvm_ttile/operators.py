@@ -16,10 +16,15 @@ from .errors import ShapeError, check_dtype, check_positive
 
 
 class _Operator:
-    """What every operator does alike: its PrimFunc from its TE definition (`te`)."""
+    """What every operator does alike: its PrimFunc from its TE definition (`te`), and its constant weights
+    padded to the shape that function takes."""
 
     def prim_func(self, vector_lanes: int | None = None):
         return _prim_func(self, vector_lanes)
+
+    def constant_weights(self, weights, shape):
+        """Weights padded with zeros to `shape` (whole vectors), as a network's build pads them."""
+        return _pad_at_end(weights, shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,15 +42,22 @@ class Conv2d(_Operator):
     name: str = ""
     dtype: str = "float32"
     prepack: bool = False  # weights are a layer's constants (_prim_func)
+    groups: int = 1  # a grouped convolution: C / groups input channels per group of K / groups outputs
 
     def __post_init__(self):
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
-                       dilation=self.dilation, N=self.N)
+                       dilation=self.dilation, N=self.N, groups=self.groups)
         check_dtype(self.dtype)
         pads = normalize_pad(self.pad)
         object.__setattr__(self, "pad", pads[0] if len(set(pads)) == 1 else pads)  # one canonical form
         if self.out_h <= 0 or self.out_w <= 0:
             raise ShapeError(f"conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
+        if self.C % self.groups or self.K % self.groups:
+            raise ShapeError(f"conv2d with {self.groups} groups needs C and K divisible by them (C={self.C}, "
+                             f"K={self.K})")
+        if self.groups > 1 and self.groups == self.C == self.K:
+            raise ShapeError(f"a conv2d with groups = C = K = {self.C} is a depthwise convolution: use the depthwise "
+                             'operator (op "depthwise", tvm-ttile tune depthwise)')
 
     @property
     def pads(self) -> tuple:
@@ -64,7 +76,7 @@ class Conv2d(_Operator):
 
     @property
     def flops(self) -> int:
-        return 2 * self.N * self.out_h * self.out_w * self.K * self.C * self.R * self.S
+        return 2 * self.N * self.out_h * self.out_w * self.K * (self.C // self.groups) * self.R * self.S
 
     @property
     def output_shape(self) -> tuple:
@@ -72,18 +84,23 @@ class Conv2d(_Operator):
 
     def te(self, vector_lanes: int | None = None):
         """(input, weight, output) TE tensors; a `pad_temp` stage exists only when pad > 0.
-        With `vector_lanes` and K not a multiple of it, K is padded to whole vectors (stage `W_pad`, repeating
-        the last channel's weights: the extra channels are dropped by stage `O_unpad`): both copies are part of
-        the timed function, so the padding's cost shows in every result. Constant weights (prepack) come padded
-        with zeros instead, as a network's build would make them (`weights_for`), and only O_unpad remains."""
+        With `vector_lanes` and K (per group: K / groups) not a multiple of it, K is padded to whole vectors
+        (stage `W_pad`, repeating the last channel's weights: the extra channels are dropped by stage `O_unpad`):
+        both copies are part of the timed function, so the padding's cost shows in every result. Constant
+        weights (prepack) come padded with zeros instead, as a network's build would make them (`weights_for`),
+        and only O_unpad remains. Groups: weights [R, S, C / groups, K] (TVM's HWIO), output channel k reads
+        the input channels of its group, k // (K / groups)."""
         from tvm import te
 
         inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
-        kp = _padded(self.K, vector_lanes)
-        wgt_in = te.placeholder((self.R, self.S, self.C, kp if self.prepack else self.K), self.dtype, name="W")
+        g, kg, cg = self.groups, self.K // self.groups, self.C // self.groups
+        kgp = _padded(kg, vector_lanes)
+        kp = g * kgp
+        wgt_in = te.placeholder((self.R, self.S, cg, kp if self.prepack else self.K), self.dtype, name="W")
         wgt = wgt_in if kp == self.K or self.prepack else te.compute(
-            (self.R, self.S, self.C, kp),
-            lambda r, s, c, k: wgt_in[r, s, c, te.min(k, self.K - 1)], name="W_pad")
+            (self.R, self.S, cg, kp),
+            lambda r, s, c, k: wgt_in[r, s, c, k // kgp * kg + te.min(k % kgp, kg - 1) if g > 1 else te.min(k, kg - 1)],
+            name="W_pad")
         src = inp
         if any(self.pads):
             top, left, bottom, right = self.pads
@@ -96,24 +113,37 @@ class Conv2d(_Operator):
             )
         r = te.reduce_axis((0, self.R), name="r")
         s = te.reduce_axis((0, self.S), name="s")
-        c = te.reduce_axis((0, self.C), name="c")
+        c = te.reduce_axis((0, cg), name="c")
         st, dl = self.stride, self.dilation
+        chan = (lambda k: k // kgp * cg + c) if g > 1 else (lambda k: c)  # noqa: E731 - the group's input channels
         out = te.compute(
             (self.N, self.out_h, self.out_w, kp),
-            lambda n, h, w, k: te.sum(src[n, h * st + r * dl, w * st + s * dl, c] * wgt[r, s, c, k], axis=[r, s, c]),
-            name="conv2d_nhwc",
+            lambda n, h, w, k: te.sum(src[n, h * st + r * dl, w * st + s * dl, chan(k)] * wgt[r, s, c, k],
+                                      axis=[r, s, c]),
+            name="conv2d_nhwc" if g == 1 else "group_conv2d_nhwc",
         )
-        if kp != self.K:
-            out = te.compute((self.N, self.out_h, self.out_w, self.K), lambda n, h, w, k: out[n, h, w, k], name="O_unpad")
+        if kp != self.K:  # (a grouped one's padded groups: a copy its conv cannot take in as its epilogue)
+            at = (lambda k: k // kg * kgp + k % kg) if g > 1 else (lambda k: k)  # noqa: E731
+            out = te.compute((self.N, self.out_h, self.out_w, self.K), lambda n, h, w, k: out[n, h, w, at(k)],
+                             name="O_unpad")
         return inp, wgt_in, out
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
         return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
-                rng.standard_normal((self.R, self.S, self.C, self.K), dtype=np.float32))
+                rng.standard_normal((self.R, self.S, self.C // self.groups, self.K), dtype=np.float32))
 
     def reference(self, inp, wgt):
-        return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
+        return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation, self.groups)
+
+    def constant_weights(self, weights, shape):
+        """Weights padded with zeros to `shape` (whole vectors per group), as a network's build pads them."""
+        if self.groups == 1 or list(weights.shape) == list(shape):
+            return _pad_at_end(weights, shape)
+        r, s, cg, k = weights.shape
+        kg = k // self.groups
+        split = weights.reshape(r, s, cg, self.groups, kg)
+        return _pad_at_end(split, (r, s, cg, self.groups, shape[-1] // self.groups)).reshape(shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,6 +337,87 @@ class Matmul(_Operator):
         return (a.astype(np.float64) @ (b64.T if self.dense else b64)).astype(np.float32)
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchMatmul(_Operator):
+    """C[b, M, N] = A[b, M, K] x B[b, K, N] for b < B independent instances (a transformer's attention).
+    `layout` says how the operands are stored: "nn" as above, "nt" B[b, N, K] (Q x K^T), "tn" A[b, K, M]."""
+
+    B: int
+    M: int
+    N: int
+    K: int
+    layout: str = "nn"
+    name: str = ""
+    dtype: str = "float32"
+    prepack: bool = False  # the second operand is a constant (_prim_func); in attention both are activations
+
+    LAYOUTS = ("nn", "nt", "tn")
+
+    def __post_init__(self):
+        check_positive(B=self.B, M=self.M, N=self.N, K=self.K)
+        check_dtype(self.dtype)
+        if self.layout not in self.LAYOUTS:
+            raise ShapeError(f"batch matmul layout must be one of {', '.join(self.LAYOUTS)} (nt: the second operand "
+                             f"stored [B, N, K]; tn: the first stored [B, K, M]), got {self.layout!r}")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.B * self.M * self.N * self.K
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.B, self.M, self.N)
+
+    def _shapes(self, n=None):
+        n = self.N if n is None else n
+        a = (self.B, self.K, self.M) if self.layout == "tn" else (self.B, self.M, self.K)
+        b = (self.B, n, self.K) if self.layout == "nt" else (self.B, self.K, n)
+        return a, b
+
+    def te(self, vector_lanes: int | None = None):
+        """Operands in their stored layouts (recognition finds them; lowering copies a transposed one into
+        the microkernels' layout, timed). With `vector_lanes` and N not a multiple of it, N is padded to whole
+        vectors: a copy B_pad[b, K, N'] (the last column repeated; constants come padded with zeros instead)
+        and C_unpad drops the extra columns, both timed with the function."""
+        from tvm import te
+
+        np_ = _padded(self.N, vector_lanes)
+        a_shape, b_shape = self._shapes(np_ if self.prepack else self.N)
+        a = te.placeholder(a_shape, self.dtype, name="A")
+        b_in = te.placeholder(b_shape, self.dtype, name="B")
+        k = te.reduce_axis((0, self.K), name="k")
+        nt = self.layout == "nt"
+        at = (lambda bb, i: a[bb, k, i]) if self.layout == "tn" else (lambda bb, i: a[bb, i, k])  # noqa: E731
+        if np_ == self.N or self.prepack:
+            bt = (lambda bb, j: b_in[bb, j, k]) if nt else (lambda bb, j: b_in[bb, k, j])  # noqa: E731
+        else:
+            last = lambda j: te.min(j, self.N - 1)  # noqa: E731
+            b_pad = te.compute((self.B, self.K, np_), (lambda bb, kk, j: b_in[bb, last(j), kk]) if nt else
+                               (lambda bb, kk, j: b_in[bb, kk, last(j)]), name="B_pad")
+            bt = lambda bb, j: b_pad[bb, k, j]  # noqa: E731
+        c = te.compute((self.B, self.M, np_), lambda bb, i, j: te.sum(at(bb, i) * bt(bb, j), axis=k),
+                       name="batch_matmul")
+        if np_ != self.N:
+            c = te.compute((self.B, self.M, self.N), lambda bb, i, j: c[bb, i, j], name="C_unpad")
+        return a, b_in, c
+
+    def random_inputs(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        a_shape, b_shape = self._shapes()
+        return rng.standard_normal(a_shape, dtype=np.float32), rng.standard_normal(b_shape, dtype=np.float32)
+
+    def reference(self, a, b):
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        a64 = np.swapaxes(a64, 1, 2) if self.layout == "tn" else a64
+        b64 = np.swapaxes(b64, 1, 2) if self.layout == "nt" else b64
+        return (a64 @ b64).astype(np.float32)
+
+    def constant_weights(self, weights, shape):
+        if self.layout != "nt":
+            return _pad_at_end(weights, shape)
+        return np.pad(weights, [(0, 0), (0, shape[1] - weights.shape[1]), (0, 0)])  # [B, N, K]: pad N
+
+
 def _prim_func(operator, vector_lanes):
     """With operator.prepack the weights are marked layout-free, as Relax marks a network's constant weights
     (AttachAttrLayoutFreeBuffers): a tuned kernel may then read them in a packed layout made once at build
@@ -330,16 +441,18 @@ def run_against_reference(operator, mod, target, seed: int = 7):
     dev = tvm.cpu()
     out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
     func = mod["main"] if isinstance(mod, tvm.IRModule) else mod
-    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(weights_for(b, func), dev), out)
+    lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(weights_for(operator, b, func), dev), out)
     return out.numpy(), ref
 
 
-def weights_for(weights, func):
-    """The weights as `func` (an operator's PrimFunc) takes them: constants it declares padded to whole vectors
-    get zeros appended, as a network's build pads them."""
+def weights_for(operator, weights, func):
+    """The weights as `func` (the operator's PrimFunc) takes them: constants it declares padded to whole
+    vectors get zeros, as a network's build pads them (operator.constant_weights)."""
     shape = [int(x) for x in func.params[1].shape]
-    if list(weights.shape) == shape:
-        return weights
+    return weights if list(weights.shape) == shape else operator.constant_weights(weights, shape)
+
+
+def _pad_at_end(weights, shape):
     return np.pad(weights, [(0, want - have) for have, want in zip(weights.shape, shape)])
 
 
@@ -375,24 +488,26 @@ def get_layer(name: str):
 
 
 SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
-                           "optional": ("stride", "pad", "dilation", "N")},
+                           "optional": ("stride", "pad", "dilation", "N", "groups")},
                 "depthwise": {"required": ("C", "H", "W", "R", "S"), "optional": ("stride", "pad", "dilation", "N")},
-                "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)}}
+                "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)},
+                "batch_matmul": {"required": ("B", "M", "N", "K"), "optional": ("layout",)}}
 
 
-OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "matmul": Matmul}
+OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "matmul": Matmul, "batch_matmul": BatchMatmul}
 
 
 def kind_of(operator) -> str:
-    """The shapes-file "op" of an operator ("conv2d", "depthwise", "matmul")."""
+    """The shapes-file "op" of an operator ("conv2d", "depthwise", "matmul", "batch_matmul")."""
     return next(kind for kind, cls in OPERATORS.items() if isinstance(operator, cls))
 
 
 def load_shapes(path) -> list:
-    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "matmul",
-    <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad, dilation, N = batch;
-    depthwise: the same without K; matmul: M, N, K, dense). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a ShapeError naming the
-    file, the entry and the field."""
+    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "matmul" |
+    "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad,
+    dilation, N = batch, groups; depthwise: the same without K and groups; matmul: M, N, K, dense; batch_matmul:
+    B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a
+    ShapeError naming the file, the entry and the field."""
     import os
     import re
 

@@ -334,10 +334,14 @@ def canonicalize(sch, contraction: Contraction):
     n_iters = len(sch.get(block).iter_vars)  # more than `order` holds: unit iterators the order drops
     if contraction.groups > 1:  # k -> (group, k within the group): the group becomes the outermost iterator
         kg, ki = dict(contraction.extents)["k"], dict(contraction.dims)["k"]
+        # int32 like the function's own iterators: a mix gives casts in the loops' bindings, and a batch loop
+        # fused with a Par loop (lowering) could then no longer be tensorized under.
         sch.transform_block_layout(block, IndexMap.from_func(
-            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=n_iters))
+            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=n_iters,
+            index_dtype="int32"))
     elif order != list(range(n_iters)):
-        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(v[i] for i in order), ndim=n_iters))
+        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(v[i] for i in order), ndim=n_iters,
+                                                             index_dtype="int32"))
     batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
     stmt = sch.get(block)
     x, y = _product(stmt.body.value)[1:]

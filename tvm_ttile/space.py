@@ -77,7 +77,7 @@ class Problem:
 
     @classmethod
     def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
-        from .operators import Conv2d, Depthwise, Matmul
+        from .operators import BatchMatmul, Conv2d, Depthwise, Matmul
 
         if isinstance(operator, Depthwise):
             cp = -(-operator.C // lanes) * lanes
@@ -85,18 +85,20 @@ class Problem:
                      "s": operator.S}
             return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
                        cp - operator.C)
-        if isinstance(operator, Conv2d):
-            kp = -(-operator.K // lanes) * lanes
-            sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.C,
+        if isinstance(operator, Conv2d):  # a grouped one: one conv2d per group, the group a batch level
+            g = operator.groups
+            kg = operator.K // g
+            kp = -(-kg // lanes) * lanes
+            sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.C // g,
                      "r": operator.R, "s": operator.S}
             return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       kp - operator.K)
-        if isinstance(operator, Matmul):
+                       kp - kg, batch=g)
+        if isinstance(operator, (Matmul, BatchMatmul)):
             np_ = -(-operator.N // lanes) * lanes
             return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.K)), lanes, isa,
-                       vector_pad=np_ - operator.N)
-        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d, depthwise and matmul are "
-                         "supported")
+                       vector_pad=np_ - operator.N, batch=operator.B if isinstance(operator, BatchMatmul) else 1)
+        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d, depthwise, matmul and batch "
+                         "matmul are supported")
 
 
 @dataclasses.dataclass(frozen=True)

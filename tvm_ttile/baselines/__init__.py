@@ -7,9 +7,10 @@ SYSTEMS, one object per system, resolves names. Tuners: tvm_ttile, tvm_ttile-mod
 tvm_ttile-gbfs (G-BFS walking the structured space), metaschedule, template-xgb, template-random, gbfs and na2c
 (G-BFS and N-A2C walking the templates' knobs; all through the same MetaSchedule builder, runner and measurement
 settings), automcl (matmul only, in the dense layout W[N,K] its computes are for; same builder and runner). The
-templates (and gbfs, na2c) take conv2d and matmul,
-the others depthwise too. Libraries: onednn, onnxruntime (conv2d, depthwise, matmul), numpy (matmul). A new system is a System subclass added to SYSTEMS; tests/test_systems.py
-runs every one through the same checks.
+templates (and gbfs, na2c) take conv2d without groups and matmul, tvm_ttile and MetaSchedule every operator
+(grouped conv2d, depthwise, batch matmul too). Libraries: onednn (conv2d, depthwise, matmul), onnxruntime (every
+operator), numpy (matmul, batch matmul). A new system is a System subclass added to SYSTEMS;
+tests/test_systems.py runs every one through the same checks.
 """
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ class System:
     name = ""
     tunes = True
     ours = False  # a tvm_ttile system: its budget is --ttile-budget, it draws with the sampler's options
-    operators: tuple = ("Conv2d", "Matmul", "Depthwise")  # operator class names it takes
+    operators: tuple = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul")  # operator class names it takes
+    grouped = True  # it takes grouped convolutions (Conv2d with groups > 1)
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
 
@@ -66,7 +68,11 @@ class System:
         return {}
 
     def handles(self, operator) -> bool:
-        return type(operator).__name__ in self.operators
+        return type(operator).__name__ in self.operators and (self.grouped or getattr(operator, "groups", 1) == 1)
+
+    def takes(self) -> str:
+        """What it takes, for messages."""
+        return " and ".join(self.operators) + " operators" + ("" if self.grouped else " (no grouped convolutions)")
 
     def work_name(self, layer: str, prepack: bool) -> str:
         """Its work dir's layer part: prepacked weights are another workload."""
@@ -127,8 +133,8 @@ class TVMPolicy(System):
     """MetaSchedule's default policy or an AutoTVM-style template (tvm_tuners.POLICIES); `search` names the
     neighbourhood search (strategies.SEARCHES) walking the template's knobs, if any: its options are the system's."""
 
-    def __init__(self, name, color, operators=System.operators, search=None):
-        self.name, self.color, self.operators, self.search = name, color, operators, search
+    def __init__(self, name, color, operators=System.operators, search=None, grouped=True):
+        self.name, self.color, self.operators, self.search, self.grouped = name, color, operators, search, grouped
         self.options = {"strategy_options": None} if search else {}
 
     def strategy_options(self):
@@ -231,11 +237,12 @@ class Library(System):
         return lambda: self._call(operator, threads)[1]
 
 
+TEMPLATED = ("Conv2d", "Matmul")  # the operators the AutoTVM-style templates are written for (templates.py)
 SYSTEMS = {s.name: s for s in (
-    TTile(), TTile("tvm_ttile-model", "tab:olive", "model"), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", ("Conv2d", "Matmul")),
-    TVMPolicy("template-random", "tab:gray", ("Conv2d", "Matmul")),
-    TVMPolicy("gbfs", "tab:pink", ("Conv2d", "Matmul"), "gbfs"),
-    TVMPolicy("na2c", "tab:cyan", ("Conv2d", "Matmul"), "na2c"),
+    TTile(), TTile("tvm_ttile-model", "tab:olive", "model"), TVMPolicy("metaschedule", "tab:blue"), TVMPolicy("template-xgb", "tab:purple", TEMPLATED, grouped=False),
+    TVMPolicy("template-random", "tab:gray", TEMPLATED, grouped=False),
+    TVMPolicy("gbfs", "tab:pink", TEMPLATED, "gbfs", grouped=False),
+    TVMPolicy("na2c", "tab:cyan", TEMPLATED, "na2c", grouped=False),
     TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
@@ -265,7 +272,8 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
 
     sys_ = get_system(system)
     if not sys_.handles(operator):
-        raise TTileError(f"{system} takes {' and '.join(sys_.operators)} operators, not {type(operator).__name__}")
+        grouped = " with groups" if getattr(operator, "groups", 1) > 1 else ""
+        raise TTileError(f"{system} takes {sys_.takes()}, not a {type(operator).__name__}{grouped}")
     options = {"sampler_options": sampler_options} if sampler_options else {}
     unknown = sorted(set(options) - set(sys_.options))
     if unknown:

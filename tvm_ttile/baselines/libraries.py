@@ -1,7 +1,9 @@
 """Library references, measured in this process with the same thread count: oneDNN through PyTorch's CPU
-build and ONNX Runtime's CPU kernels (optional extras) for conv2d, depthwise and matmul, numpy's BLAS for matmul. Weights
-are the libraries' constants (packed at set-up, as in a network); each output is checked against the operator's
-numpy reference before its time is reported."""
+build and ONNX Runtime's CPU kernels (optional extras) for conv2d (grouped too), depthwise and matmul, ONNX
+Runtime and numpy's BLAS for batch matmul, numpy for matmul. Weights are the libraries' constants (packed at
+set-up, as in a network); a batch matmul's second operand is one only when the operator says so (prepack),
+otherwise an input as in attention. Each output is checked against the operator's numpy reference before its
+time is reported."""
 from __future__ import annotations
 
 import statistics
@@ -47,15 +49,16 @@ def onednn_conv2d(op, threads=1):
     torch.set_num_threads(threads)
     x, w = op.random_inputs()
     xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
-    wt = torch.from_numpy(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # KCRS
+    wt = torch.from_numpy(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # K (C/groups) RS
 
     top, left, bottom, right = op.pads
     F = torch.nn.functional
     if (top, left) == (bottom, right):  # symmetric per axis: the convolution pads
-        conv = lambda x: F.conv2d(x, wt, stride=op.stride, padding=(top, left), dilation=op.dilation)  # noqa: E731
+        conv = lambda x: F.conv2d(x, wt, stride=op.stride, padding=(top, left), dilation=op.dilation,  # noqa: E731
+                                  groups=op.groups)
     else:  # torch's convolution pads both sides alike: an explicit pad first, timed with it
         conv = lambda x: F.conv2d(F.pad(x, (left, right, top, bottom)), wt, stride=op.stride,  # noqa: E731
-                                  dilation=op.dilation)
+                                  dilation=op.dilation, groups=op.groups)
 
     def run():
         with torch.no_grad():
@@ -70,7 +73,7 @@ def onnxruntime_conv2d(op, threads=1):
 
     x, w = op.random_inputs()
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride] * 2, pads=list(op.pads),  # t, l, b, r
-                            dilations=[op.dilation] * 2)
+                            dilations=[op.dilation] * 2, group=op.groups)
     xn = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     run, version = _onnxruntime_node(node, xn, np.ascontiguousarray(w.transpose(3, 2, 0, 1)), threads)  # KCRS
     return run().transpose(0, 2, 3, 1), _time(run), version
@@ -107,21 +110,26 @@ def onnxruntime_depthwise(op, threads=1):
     return run().transpose(0, 2, 3, 1), _time(run), version
 
 
-def _onnxruntime_node(node, x, weights, threads):
-    """(run, version): one ONNX node on input "x" = `x` with its weights "w" as an initializer (a constant ONNX
-    Runtime may prepack), in a session of `threads` threads."""
+def _onnxruntime_node(node, x, weights, threads, constant=True):
+    """(run, version): one ONNX node (or a list of nodes ending in the one writing "y") on input "x" = `x` with
+    its weights "w" as an initializer (a constant ONNX Runtime may prepack), or with `constant` False as a second
+    input fed at each run, in a session of `threads` threads."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([node], node.op_type, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=[helper.make_tensor("w", TensorProto.FLOAT, weights.shape, weights.flatten())])
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape)
+              for n, v in (("x", x),) + ((() if constant else (("w", weights),)))]
+    nodes = node if isinstance(node, list) else [node]
+    graph = helper.make_graph(nodes, nodes[-1].op_type, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[helper.make_tensor("w", TensorProto.FLOAT, weights.shape, weights.flatten())]
+                              if constant else [])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return (lambda: sess.run(None, {"x": x})[0]), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
+    feed = {"x": x} if constant else {"x": x, "w": weights}
+    return (lambda: sess.run(None, feed)[0]), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
 
 
 def onednn_matmul(op, threads=1):
@@ -155,11 +163,41 @@ def onnxruntime_matmul(op, threads=1):
     return run(), _time(run), version
 
 
+def numpy_batch_matmul(op, threads=1):
+    """np.matmul on the operands as stored: a transposed one is a strided view, which numpy hands to BLAS with
+    its transpose flag (no copy)."""
+    from threadpoolctl import threadpool_limits
+
+    a, b = op.random_inputs()
+    a = np.swapaxes(a, 1, 2) if op.layout == "tn" else a
+    b = np.swapaxes(b, 1, 2) if op.layout == "nt" else b
+    with threadpool_limits(limits=threads):
+        out = np.matmul(a, b)
+        secs = _time(lambda: np.matmul(a, b))
+    return out, secs, "numpy " + np.__version__
+
+
+def onnxruntime_batch_matmul(op, threads=1):
+    """MatMul on the operands as stored, a transposed one through a Transpose node, as a model exports it (ONNX
+    Runtime's graph optimizer folds it into its FusedMatMul)."""
+    from onnx import helper
+
+    a, b = op.random_inputs()
+    nodes, x, w = [], "x", "w"
+    if op.layout == "tn":
+        nodes, x = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1])], "xt"
+    if op.layout == "nt":
+        nodes, w = [helper.make_node("Transpose", ["w"], ["wt"], perm=[0, 2, 1])], "wt"
+    run, version = _onnxruntime_node(nodes + [helper.make_node("MatMul", [x, w], ["y"])], a, b, threads,
+                                     constant=op.prepack)
+    return run(), _time(run), version
+
+
 # Per library, the operators it times (by class name).
 LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depthwise": onednn_depthwise},
              "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul,
-                             "Depthwise": onnxruntime_depthwise},
-             "numpy": {"Matmul": numpy_matmul}}
+                             "Depthwise": onnxruntime_depthwise, "BatchMatmul": onnxruntime_batch_matmul},
+             "numpy": {"Matmul": numpy_matmul, "BatchMatmul": numpy_batch_matmul}}
 
 
 # --- whole networks (batch of one input, NCHW as the model was exported) ----------------------------------
