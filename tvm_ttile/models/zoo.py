@@ -1,4 +1,4 @@
-"""Built-in CNNs with random weights (no downloads), each defined once against a small builder interface and
+"""Built-in networks with random weights (no downloads), each defined once against a small builder interface and
 emitted as an ONNX model (always) or a torch.nn.Module (when torch is installed) with the same weights.
 
 Batch norm is folded into the convolutions' bias, as inference engines do.
@@ -69,9 +69,20 @@ def mlp(b, x):
     return b.dense(x, 10)
 
 
+def transformer(b, x):
+    """Two encoder layers at BERT-base's sizes (768 features, 12 heads of 64, a 3072-wide ReLU feed-forward) on a
+    sequence of 128 tokens (the input is [tokens, features]): per layer four 768 x 768 dense layers, the attention
+    scores Q K^T and context P V as batch matmuls over the heads, a softmax, two feed-forward dense layers and
+    the residual adds. Layer norm is left out (ONNX opset 13 has none; it is a small memory-bound step)."""
+    for _ in range(2):
+        x = b.add(b.attention(x, heads=12), x)
+        x = b.add(b.dense(b.relu(b.dense(x, 4 * b.channels(x))), b.channels(x)), x)
+    return x
+
+
 MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
           "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784)),
-          "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224))}
+          "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)), "transformer": (transformer, (128, 768))}
 
 
 def get_model(name: str):
@@ -158,6 +169,25 @@ class OnnxBuilder:
         w, bias = self.weights.dense(n, x[1])
         return self._node("Gemm", [x[0], self._const(w), self._const(bias)], n, transB=1)
 
+    def attention(self, x, heads):
+        """Multi-head self-attention of a [tokens, features] tensor, as a model exports it: Q, K, V dense
+        layers, heads split by Reshape + Transpose, MatMul(Q, K^T) scaled, Softmax, MatMul(P, V), heads merged,
+        an output dense layer."""
+        from onnx import numpy_helper
+
+        d = x[1]
+        split = self.scalars.setdefault(f"heads{heads}x{d // heads}", numpy_helper.from_array(
+            np.array([0, heads, d // heads], np.int64), f"heads{heads}x{d // heads}")).name
+        merged = self.scalars.setdefault(f"merge{d}", numpy_helper.from_array(np.array([0, d], np.int64),
+                                                                              f"merge{d}")).name
+        q, k, v = (self._node("Transpose", [self._node("Reshape", [self.dense(x, d)[0], split], d)[0]], d,
+                              perm=perm)[0] for perm in ([1, 0, 2], [1, 2, 0], [1, 0, 2]))  # [h, t, e], K: [h, e, t]
+        scores = self._node("Mul", [self._node("MatMul", [q, k], d)[0], self._named(f"scale{d // heads}",
+                                                                                   1.0 / np.sqrt(d // heads))], d)
+        probs = self._node("Softmax", [scores[0]], d, axis=-1)
+        context = self._node("Transpose", [self._node("MatMul", [probs[0], v], d)[0]], d, perm=[1, 0, 2])
+        return self.dense(self._node("Reshape", [context[0], merged], d), d)
+
 
 def to_onnx(name: str, seed: int = 0, input_shape=None):
     """The built-in model as an onnx.ModelProto (IR version 9, which ONNX Runtime 1.31 reads)."""
@@ -217,6 +247,12 @@ def to_torch(name: str, seed: int = 0):
         def dense(self, x, n):
             w, bias = self._take()
             return F.linear(x, w, bias)
+
+        def attention(self, x, heads):
+            t, d = x.shape
+            q, k, v = (self.dense(x, d).reshape(t, heads, d // heads).transpose(0, 1) for _ in range(3))
+            probs = torch.softmax(q @ k.transpose(1, 2) * (1.0 / np.sqrt(d // heads)), dim=-1)
+            return self.dense((probs @ v).transpose(0, 1).reshape(t, d), d)
 
     from onnx import numpy_helper
 
