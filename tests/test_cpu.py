@@ -64,11 +64,16 @@ def test_a_build_worker_is_not_bound_to_the_core_tvm_bound_its_parent_to(tmp_pat
     import subprocess
     import sys
 
-    code = ("import os, tvm; tvm.get_global_func('runtime.NumThreads')(); bound = len(os.sched_getaffinity(0)); "
+    code = ("import os, tvm_ttile, tvm; tvm.get_global_func('runtime.NumThreads')(); bound = len(os.sched_getaffinity(0)); "
             "from tvm_ttile.measure import unpin_build_worker; unpin_build_worker(); "
-            "print(bound, len(os.sched_getaffinity(0)))")
-    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "TVM_BIND_THREADS")}
+            "print(bound, ','.join(map(str, sorted(os.sched_getaffinity(0)))))")
+    env = {k: v for k, v in os.environ.items() if k not in ("TVM_NUM_THREADS", "TVM_BIND_THREADS", "TVM_TTILE_CPUS")}
     env["TVM_NUM_THREADS"] = "1"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    bound, after = map(int, out.split())
-    assert bound == 1 and after == os.cpu_count()
+    bound, after = out.split()
+    assert bound == "1" and after == ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    # A run confined to some CPUs (taskset) keeps its build workers there: they do not escape to every CPU.
+    last = max(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-c", f"import os; os.sched_setaffinity(0, [{last}]); " + code], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", str(last)]

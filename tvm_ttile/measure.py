@@ -98,12 +98,14 @@ def default_builder(settings: MeasureSettings):
 
 
 def unpin_build_worker() -> None:
-    """Let a build worker use every CPU. TVM binds the main thread of a process to one core when it sizes its
-    thread pool (1 thread: core 0), and worker processes started later inherit that mask, so without this the
-    build workers all compile on the one core the runner times on. The runner's worker stays bound, as TVM
-    binds it."""
+    """Let a build worker use every CPU the tuning process was given. TVM binds the main thread of a process to
+    one core when it sizes its thread pool (1 thread: core 0), and worker processes started later inherit that
+    mask, so without this the build workers all compile on the one core the runner times on. The CPUs come from
+    $TVM_TTILE_CPUS (set when tvm_ttile is imported, before TVM binds anything), so a run confined with taskset
+    stays on its CPUs; without it, every CPU. The runner's worker stays bound, as TVM binds it."""
+    allowed = os.environ.get("TVM_TTILE_CPUS")
     try:
-        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        os.sched_setaffinity(0, [int(c) for c in allowed.split(",")] if allowed else range(os.cpu_count() or 1))
     except (AttributeError, OSError, ValueError):  # not Linux, or a cpuset narrower than the CPUs counted
         pass
 
