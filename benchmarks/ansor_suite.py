@@ -82,11 +82,11 @@ def tune_workload(family, idx, cpu, args, root):
         runs.append((f"metaschedule-{trials}", trials, "post-order-apply", "evolutionary", "xgb"))
     for name, trials, space, strategy, cost in runs:
         work_dir = os.path.join(root, "work", f"{family}-{idx}-{name}")
-        claim(work_dir, work_key(target, args.threads, settings))  # before MetaSchedule writes its files
+        claim(work_dir, work_key(target, args.threads, settings, cpu))  # before MetaSchedule writes its files
         database = open_database(work_dir)
         todo = max(trials - len(records_of(database, mod)), 0)
         seconds, database = run_tuner(flops, mod, target, work_dir, database, todo, space=space, strategy=strategy,
-                                      cost_model=cost, seed=0, settings=settings, threads=args.threads,
+                                      cost_model=cost, seed=0, settings=settings, threads=args.threads, cpu=cpu,
                                       trials_per_iter=min(64, trials), progress=True, label=f"{name} {family}-{idx}")
         records = records_of(database, mod)
         if not records:

@@ -113,3 +113,26 @@ def test_two_first_runs_on_one_cache_measure_the_peak_one_at_a_time(tmp_path):
     assert len((tmp_path / "measured").read_text().split()) == 1  # measured once
     assert outs[0][0] == outs[1][0]  # the second read what the first measured
     assert any("another process is measuring" in o[1] for o in outs)
+
+
+def test_a_work_dir_measured_on_another_processor_is_refused(tmp_path):
+    """One target (x86-64-v4) covers several processors: the work dir's key names the one its timings were made
+    on, and a run on another refuses it in one line; a key of an older tvm_ttile (no processor) is taken."""
+    from tvm_ttile.workdir import WorkDirMismatch, claim, work_key
+
+    class Processor:
+        def __init__(self, name):
+            self.name = name
+
+        def describe(self):
+            return {"cpu": self.name}
+
+    target = {"kind": "llvm", "mcpu": "x86-64-v4"}
+    claim(str(tmp_path / "w"), work_key(target, 1, None, Processor("AMD EPYC (family 26 model 2)")))
+    claim(str(tmp_path / "w"), work_key(target, 1, None, Processor("AMD EPYC (family 26 model 2)")))
+    with pytest.raises(WorkDirMismatch, match=r"on AMD EPYC \(family 26 model 2\); this run asks for .* on Intel "
+                                              r"Xeon .*\(cpu differ\)") as e:
+        claim(str(tmp_path / "w"), work_key(target, 1, None, Processor("Intel Xeon (Ice Lake)")))
+    assert "\n" not in str(e.value)
+    claim(str(tmp_path / "old"), work_key(target, 1))
+    claim(str(tmp_path / "old"), work_key(target, 1, None, Processor("Intel Xeon (Ice Lake)")))

@@ -234,7 +234,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     target = cpu.target(threads)
-    claim(work_dir, work_key(target, threads, settings))
+    claim(work_dir, work_key(target, threads, settings, cpu))
     database = open_database(work_dir)
     start = time.time()
     results, measurer = [], {}  # one builder and runner for every task, made when first needed
@@ -292,7 +292,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             tuning, database = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy,
                                          cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
                                          progress=progress, verbose=verbose, label=f"{task.policy} {task.name}",
-                                         **measurer)
+                                         cpu=cpu, **measurer)
         with open(asked_file, "w") as f:
             json.dump({"trials": max(asked, budget)}, f)
         results.append(_task_result(task, database, target, tuning))

@@ -116,7 +116,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     cpu_mod.use_threads(threads)  # before anything in this process runs a parallel loop
     work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
     target = cpu.target(threads)
-    claim(work_dir, work_key(target, threads, settings))  # before any measuring: refuse a work dir of other threads
+    claim(work_dir, work_key(target, threads, settings, cpu))  # before any measuring: refuse another CPU's work dir
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(records_of(database, mod))
@@ -134,7 +134,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
                          strategy_options=strategy_options)
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=search,
-        cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads,
+        cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads, cpu=cpu,
         trials_per_iter=trials_per_iter, progress=progress, verbose=verbose,
         label=f"tuning {operator.name or type(operator).__name__}")
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
@@ -190,15 +190,16 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
-              builder=None) -> tuple:
+              builder=None, cpu=None) -> tuple:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy, then re-time the fastest records
     together (confirm.confirm_top, per `settings`). Every measured candidate is appended to
     work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns (the total tuning seconds spent in
     work_dir over all runs, confirmation included; the database, reopened when confirmation rewrote it).
-    Pass one builder and runner to many calls (default_builder)."""
+    Pass one builder and runner to many calls (default_builder); `cpu`, the processor timing runs on, keys the
+    work dir with the target."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
-    claim(work_dir, work_key(target, threads, settings))  # never reuse timings made for other threads/targets
+    claim(work_dir, work_key(target, threads, settings, cpu))  # never reuse timings made for other threads/targets/CPUs
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:

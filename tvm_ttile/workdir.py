@@ -3,7 +3,7 @@ depend on, written beside them so they are never reused under other conditions (
 the thread count; the measurement settings that change a timing), and files that survive faults (JSON-lines
 journals and the MetaSchedule database read past damaged lines).
 
-    claim(work_dir, work_key(target, threads, settings))   # before reading or adding records
+    claim(work_dir, work_key(target, threads, settings, cpu))   # before reading or adding records
     WorkDir(work_dir).curve                                # its curve log's path
 
 A work dir tuned at 1 thread and asked for 2 threads (or another target) refuses with one line naming both;
@@ -58,20 +58,25 @@ class WorkDirMismatch(TTileError):
     pass
 
 
-def work_key(target, threads: int, settings=None) -> dict:
-    """The key of timings made for `target` (a tvm.target.Target or dict) with `threads` threads."""
+def work_key(target, threads: int, settings=None, cpu=None) -> dict:
+    """The key of timings made for `target` (a tvm.target.Target or dict) with `threads` threads, on `cpu` (a
+    cpu.CPUModel: its name says which processor; one target, e.g. x86-64-v4, covers several)."""
     if not isinstance(target, dict):
         target = {k: (list(v) if type(v).__name__ == "Array" else v) for k, v in dict(target.export()).items()
                   if k in ("kind", "mcpu", "mtriple", "mattr", "num-cores")}
     key = {"target": {k: target[k] for k in sorted(target) if k != "num-cores"}, "threads": int(threads)}
     if settings is not None:
         key["measure"] = {f: getattr(settings, f) for f in TIMING_FIELDS}
+    if cpu is not None:
+        key["cpu"] = cpu.describe()["cpu"]
     return json.loads(json.dumps(key, default=str))
 
 
 def describe(key: dict) -> str:
     target = key.get("target", {})
     text = f"threads={key.get('threads')}, target {target.get('mcpu') or target.get('mtriple') or target}"
+    if "cpu" in key:
+        text += f" on {key['cpu']}"
     if "measure" in key:
         text += ", timing " + ",".join(f"{k}={v}" for k, v in key["measure"].items())
     return text
@@ -86,7 +91,7 @@ def check_dir(work_dir: str) -> str:
 
 def claim(work_dir: str, key: dict) -> None:
     """Write `key` into a new work dir; in an existing one, refuse (WorkDirMismatch) when its key differs
-    in the target, the thread count or (when both name them) the timing settings."""
+    in the target, the thread count or (when both name them) the timing settings or the processor."""
     check_dir(work_dir)
     os.makedirs(work_dir, exist_ok=True)
     path = WorkDir(work_dir).key
@@ -97,7 +102,7 @@ def claim(work_dir: str, key: dict) -> None:
         except (OSError, ValueError):
             raise WorkDirMismatch(f"{path} is damaged (not JSON): cannot tell what its timings are for; delete "
                                   "the work dir or pass another --work-dir") from None
-        mismatch = [f for f in ("target", "threads", "measure") if f in held and f in key and held[f] != key[f]]
+        mismatch = [f for f in ("target", "threads", "measure", "cpu") if f in held and f in key and held[f] != key[f]]
         if mismatch:
             raise WorkDirMismatch(f"work dir {work_dir} holds timings for {describe(held)}; this run asks for "
                                   f"{describe(key)} ({', '.join(mismatch)} differ): its timings cannot be reused, "

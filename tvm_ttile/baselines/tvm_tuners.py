@@ -40,7 +40,7 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space, strategy=strategy,
         cost_model=cost_model, seed=seed, settings=settings, threads=threads, trials_per_iter=min(64, max(trials, 1)),
-        progress=progress, label=f"{system} {operator.name or ''}")
+        progress=progress, label=f"{system} {operator.name or ''}", cpu=cpu)
     return database, mod, target, seconds
 
 
@@ -65,7 +65,7 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
 
     settings = settings or MeasureSettings()
     target = cpu.target(threads)
-    claim(work_dir, work_key(target, threads, settings))
+    claim(work_dir, work_key(target, threads, settings, cpu))
     database = open_database(work_dir)
     done = len(database.get_all_tuning_records())
     asked_file = WorkDir(work_dir).asked  # a finished run's budget: failed trials are not redone
