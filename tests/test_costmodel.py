@@ -176,3 +176,20 @@ def test_the_model_strategy_measures_the_best_ranked_first():
     pool = make_sampler("ttile", seed=2).sample_many(sp, 200)
     best = ranker.rank(sp.problem, pool)[:10]
     assert [s.text for s in strategy.next_batch(10)] == [s.text for s in best]
+
+
+def test_the_bound_of_a_call_is_its_fmas_or_its_operands_at_the_bandwidth_of_the_level_holding_them():
+    from tvm_ttile.costmodel.roofline import bound
+    from tvm_ttile.operators import BatchMatmul
+
+    cpu = CPUModel(name="test", isa=get_isa("avx512"), l1d_bytes=48 * 1024, l2_bytes=2**20, l3_bytes=32 * 2**20)
+    hier = {"levels": {"L1": {"bandwidth_gbs": 400.0}, "L2": {"bandwidth_gbs": 200.0}, "L3": {"bandwidth_gbs": 80.0},
+                       "mem": {"bandwidth_gbs": 20.0}}}
+    gemv = Matmul(M=1, N=1000, K=1000)  # 4 MB of weights, 2 flops per weight: the L3's bandwidth bounds it
+    b = bound(gemv, cpu, 200.0, hier)
+    assert (b["limit"], b["level"], b["bytes"]) == ("L3 bandwidth", "L3", 4 * (1000 + 1000 * 1000 + 1000))
+    assert b["seconds"] == pytest.approx(b["bytes"] / 80e9) and b["fma_seconds"] < b["seconds"]
+    square = Matmul(M=512, N=512, K=512)
+    assert bound(square, cpu, 200.0, hier)["limit"] == "FMA peak"
+    assert bound(Matmul(M=1, N=4000, K=4000), cpu, 200.0, hier)["level"] == "mem"  # 64 MB: beyond the L3
+    assert bound(BatchMatmul(B=2, M=8, N=16, K=8, layout="nt"), cpu, 200.0, hier)["level"] == "L1"

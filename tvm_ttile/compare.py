@@ -67,13 +67,23 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             "prepack": prepack, "sampler_options": dict(sampler_options or {}),
             "strategy_options": strategy_options, "versions": _versions(),
             "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
-            "results": {}}
+            "results": {}, "bounds": {}}
+    hier = None
+    if threads == 1:  # the bandwidths are measured at one thread (costmodel.roofline)
+        from .costmodel.hierarchy import hierarchy
+
+        hier = hierarchy(cpu)
+        data["hierarchy"] = {level: round(v["bandwidth_gbs"], 1) for level, v in hier["levels"].items()}
     for op in ops:
         layer = op.name
         op = dataclasses.replace(op, prepack=prepack)
         data.setdefault("shapes", {})[layer] = {"op": kind_of(op),
                                                 **{k: v for k, v in dataclasses.asdict(op).items()
                                                    if k not in ("name", "dtype", "prepack")}}
+        if hier is not None:
+            from .costmodel.roofline import bound
+
+            data["bounds"][layer] = bound(op, cpu, peak, hier)
         timed = []  # (system, run index, work_dir or None) to time again side by side
         for system in systems:
             if not handles(system, op):
@@ -234,6 +244,26 @@ def against_libraries(data) -> dict:
             "under_0.9": [r["layer"] for r in rows if r["ratio"] < 0.9]}
 
 
+def _bound_lines(data) -> list:
+    """The layers bound by moving their operands rather than by FMAs: each system's % of that bound."""
+    bounds = {layer: b for layer, b in data.get("bounds", {}).items() if b["limit"] != "FMA peak"}
+    summ = summary(data)
+    rows = [(layer, b) for layer, b in bounds.items() if layer in summ]
+    if not rows:
+        return []
+    systems = sorted({s for layer, _ in rows for s in summ[layer]})
+    lines = ["", "Layers bound by moving their operands (once, at the measured bandwidth of the cache level that "
+             f"holds them all; bandwidths {data.get('hierarchy')} GB/s): % of that bound, which their % of peak "
+             "understates:", "", "| layer | operands | bound | " + " | ".join(systems) + " |",
+             "|---|---:|---|" + "---:|" * len(systems)]
+    for layer, b in rows:
+        limit_gflops = b["flops"] / b["seconds"] / 1e9
+        cells = [f"{100 * summ[layer][s]['gflops'] / limit_gflops:.1f}" if s in summ[layer] else "-" for s in systems]
+        lines.append(f"| {layer} | {b['bytes'] / 2**20:.2f} MiB | {b['limit']}, {1e6 * b['seconds']:.1f} us | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
 def _library_lines(data) -> list:
     a = against_libraries(data)
     if not a["rows"]:
@@ -328,6 +358,7 @@ def _write(data, out_dir):
             t = v.get("tvm_ttile")
             cells = [f"{t['gflops'] / v[s]['gflops']:.2f}" if t and s in v else "-" for s in systems if s != "tvm_ttile"]
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines += _bound_lines(data)
     lines += _library_lines(data)
     lines += _headline_lines(data)
     with open(os.path.join(out_dir, "compare.md"), "w") as f:

@@ -26,6 +26,11 @@ class _Operator:
         """Weights padded with zeros to `shape` (whole vectors), as a network's build pads them."""
         return _pad_at_end(weights, shape)
 
+    @property
+    def operand_bytes(self) -> dict:
+        """Bytes of each operand as the user stores it (fp32): what one call must at least read and write."""
+        return {name: 4 * int(np.prod(shape)) for name, shape in self.operand_shapes().items()}
+
 
 @dataclasses.dataclass(frozen=True)
 class Conv2d(_Operator):
@@ -128,10 +133,15 @@ class Conv2d(_Operator):
                              name="O_unpad")
         return inp, wgt_in, out
 
+    def operand_shapes(self) -> dict:
+        return {"input": (self.N, self.H, self.W, self.C), "weights": (self.R, self.S, self.C // self.groups, self.K),
+                "output": self.output_shape}
+
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
-        return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
-                rng.standard_normal((self.R, self.S, self.C // self.groups, self.K), dtype=np.float32))
+        shapes = self.operand_shapes()
+        return (rng.standard_normal(shapes["input"], dtype=np.float32),
+                rng.standard_normal(shapes["weights"], dtype=np.float32))
 
     def reference(self, inp, wgt):
         return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation, self.groups)
@@ -227,10 +237,15 @@ class Depthwise(_Operator):
                              name="O_unpad")
         return inp, wgt_in, out
 
+    def operand_shapes(self) -> dict:
+        return {"input": (self.N, self.H, self.W, self.C), "weights": (self.R, self.S, self.C),
+                "output": self.output_shape}
+
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
-        return (rng.standard_normal((self.N, self.H, self.W, self.C), dtype=np.float32),
-                rng.standard_normal((self.R, self.S, self.C), dtype=np.float32))
+        shapes = self.operand_shapes()
+        return (rng.standard_normal(shapes["input"], dtype=np.float32),
+                rng.standard_normal(shapes["weights"], dtype=np.float32))
 
     def reference(self, inp, wgt):
         return conv2d_nhwc_reference(inp, wgt[:, :, None, :], self.stride, self.pad, self.dilation, groups=self.C)
@@ -326,11 +341,15 @@ class Matmul(_Operator):
             c = te.compute((self.M, self.N), lambda i, j: c[i, j], name="C_unpad")
         return a, b_in, c
 
+    def operand_shapes(self) -> dict:
+        return {"input": (self.M, self.K), "weights": (self.N, self.K) if self.dense else (self.K, self.N),
+                "output": self.output_shape}
+
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
-        bshape = (self.N, self.K) if self.dense else (self.K, self.N)
-        return (rng.standard_normal((self.M, self.K), dtype=np.float32),
-                rng.standard_normal(bshape, dtype=np.float32))
+        shapes = self.operand_shapes()
+        return (rng.standard_normal(shapes["input"], dtype=np.float32),
+                rng.standard_normal(shapes["weights"], dtype=np.float32))
 
     def reference(self, a, b):
         b64 = b.astype(np.float64)
@@ -400,6 +419,10 @@ class BatchMatmul(_Operator):
         if np_ != self.N:
             c = te.compute((self.B, self.M, self.N), lambda bb, i, j: c[bb, i, j], name="C_unpad")
         return a, b_in, c
+
+    def operand_shapes(self) -> dict:
+        a_shape, b_shape = self._shapes()
+        return {"input": a_shape, "weights": b_shape, "output": self.output_shape}
 
     def random_inputs(self, seed: int = 0):
         rng = np.random.default_rng(seed)
