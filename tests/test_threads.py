@@ -178,3 +178,11 @@ def test_the_batch_is_there_for_the_parallel_level():
     sp = Space(Problem.from_operator(op, 8, "avx2"), conv_kept("avx2", 8), threads=8)
     schemes = make_sampler("ttile", seed=0).sample_many(sp, 30)
     assert any(p.dim == "n" for s in schemes for p in s.parallel_levels)
+
+
+def test_a_batch_joins_the_parallel_chunks():
+    """A batch matmul's batch (a grouped conv's groups) is fused with the Par levels into one parallel loop."""
+    scheme = Scheme.parse("[Par(2,i),T(4,k),U(4,i),V(j)]")
+    assert scheme.parallel_balance(2)["chunks"] == 2 and scheme.parallel_balance(2)["kind"] == "exact"
+    assert scheme.parallel_balance(2, batch=3) == {"kind": "multiple", "chunks": 6, "threads": 2, "efficiency": 1.0}
+    assert scheme.parallel_balance(4, batch=3)["efficiency"] == 6 / 8

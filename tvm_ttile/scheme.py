@@ -295,12 +295,13 @@ class Scheme:
         """The scheme each core runs on one chunk: everything below the parallel level."""
         return Scheme(self.specs[len(self.parallel_levels):], self.pads)
 
-    def parallel_balance(self, threads: int) -> dict:
+    def parallel_balance(self, threads: int, batch: int = 1) -> dict:
         """How the chunks share `threads`: kind "serial" (no Par level), "exact" (chunks == threads),
         "multiple" (a multiple of it), "balanced" (at least 4x it, not a multiple) or "imbalanced"; and the
         efficiency chunks / (threads x rounds), the share of the threads' time spent on work when every chunk
-        costs the same (1.0: no core waits)."""
-        chunks = self.parallel_chunks
+        costs the same (1.0: no core waits). `batch` independent instances (a batch matmul's, a grouped conv's
+        groups) join the parallel loop (lowering): batch x the Par levels' chunks."""
+        chunks = self.parallel_chunks * batch
         if not self.parallel_levels:
             return {"kind": "serial", "chunks": 1, "threads": threads, "efficiency": 1.0 / max(threads, 1)}
         rounds = -(-chunks // threads)

@@ -185,7 +185,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme.text, 0, 0,
                       chosen_seconds, verified, err, threads, failures, notes,
-                      scheme.parallel_balance(threads), [], "")
+                      scheme.parallel_balance(threads, problem.batch), [], "")
 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
@@ -286,7 +286,10 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
     secs = statistics.median(float(s) for s in best.run_secs)
     gflops = operator.flops / secs / 1e9
     scheme = scheme_of_schedule(sch)
-    balance = Scheme.parse(scheme).parallel_balance(threads) if scheme else {}
+    from .space import Problem
+
+    batch = Problem.from_operator(operator, cpu.lanes, cpu.isa.name).batch
+    balance = Scheme.parse(scheme).parallel_balance(threads, batch) if scheme else {}
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme,
                       len(history), new_trials, seconds, verified, err, threads, failures, notes, balance, history,
                       work_dir)
