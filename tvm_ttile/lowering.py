@@ -266,14 +266,17 @@ def pack_weights(sch, block, op: str, size: int) -> int:
       Pad specifier's zeros) have that copy write the blocked layout: at build time when it loads constants at
       its plain loop variables (the only copy MetaSchedule can split off as preprocessing), else at each call,
       timed with the function.
-    Only weights read in place as WEIGHT_INDICES. Returns the block size, 0 when nothing was packed."""
+    Only weights read in place as WEIGHT_INDICES (after a batch matmul's batch indices, each instance packed on
+    its own). Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
+    batch = [iv.var for iv in stmt.iter_vars[:-len(BLOCK_DIMS[op])]]
+    want = len(batch) + len(WEIGHT_INDICES[op])
     load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
-                 if len(ld.indices) == len(WEIGHT_INDICES[op])
-                 and all(i.same_as(ivs[d]) for i, d in zip(ld.indices, WEIGHT_INDICES[op]))), None)
-    if load is None:
+                 if len(ld.indices) == want and all(i.same_as(v) for i, v in zip(ld.indices, batch))
+                 and all(i.same_as(ivs[d]) for i, d in zip(ld.indices[len(batch):], WEIGHT_INDICES[op]))), None)
+    if load is None or (batch and op != "matmul") or len(batch) > 2:
         return 0
     reads = stmt.reads
     index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))
@@ -294,13 +297,16 @@ def pack_weights(sch, block, op: str, size: int) -> int:
         if _plain_load_of(sch.get(copy), free):  # e.g. the dense layout's transpose of constants
             sch.annotate(copy, LAYOUT_REWRITE, True)
             copy = None
-    # The vector dimension (last) split into blocks, outermost. (IndexMap.from_func of a *x lambda fails here.)
-    blocked = {4: lambda r, s, c, k: (k // size, r, s, c, k % size),  # conv2d
-               3: lambda r, s, k: (k // size, r, s, k % size),  # depthwise
-               2: lambda k, j: (j // size, k, j % size)}  # matmul
-    sch.transform_layout(block, ("read", index), blocked[len(load.indices)])
+    # The vector dimension (last) split into blocks, outermost below the batch. (IndexMap.from_func of a *x
+    # lambda fails here.)
+    blocked = {(0, 4): lambda r, s, c, k: (k // size, r, s, c, k % size),  # conv2d
+               (0, 3): lambda r, s, k: (k // size, r, s, k % size),  # depthwise
+               (0, 2): lambda k, j: (j // size, k, j % size),  # matmul
+               (1, 2): lambda b, k, j: (b, j // size, k, j % size),  # batch matmul
+               (2, 2): lambda a, b, k, j: (a, b, j // size, k, j % size)}
+    sch.transform_layout(block, ("read", index), blocked[len(batch), len(WEIGHT_INDICES[op])])
     if copy is not None:
-        _write_in_order(sch, copy, size)
+        _write_in_order(sch, copy, size, len(batch))
     return size
 
 
@@ -315,9 +321,9 @@ def _plain_load_of(stmt, buffers) -> bool:
             and all(any(i.same_as(v) for v in ivs) for i in value.indices))
 
 
-def _write_in_order(sch, copy, size: int) -> None:
-    """The copy that writes the blocked weights walks them in their new order (block, ..., lanes), the lanes
-    vectorized: written as a stream, ~6x faster than in the source's order on the Zen 4."""
+def _write_in_order(sch, copy, size: int, batch: int = 0) -> None:
+    """The copy that writes the blocked weights walks them in their new order (batch, block, ..., lanes), the
+    lanes vectorized: written as a stream, ~6x faster than in the source's order on the Zen 4."""
     loops = sch.get_loops(copy)
     *outer, last = loops
     if len(outer) + 1 != len(sch.get(copy).iter_vars):
@@ -326,7 +332,7 @@ def _write_in_order(sch, copy, size: int) -> None:
     if not isinstance(extent, tvm.tirx.IntImm) or int(extent) % size:
         return
     block_loop, lane = sch.split(last, [None, size])
-    sch.reorder(block_loop, *outer, lane)
+    sch.reorder(*outer[:batch], block_loop, *outer[batch:], lane)
     sch.vectorize(lane)
 
 
