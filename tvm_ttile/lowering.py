@@ -272,11 +272,15 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
     batch = [iv.var for iv in stmt.iter_vars[:-len(BLOCK_DIMS[op])]]
-    want = len(batch) + len(WEIGHT_INDICES[op])
+    # A batch matmul's weights lead with the batch indices; a grouped conv2d's output channel is group * K/groups
+    # + k: either way the blocked layout below cuts the same whole blocks out of the vector dimension.
+    lead = batch if op == "matmul" else []
+    want = len(lead) + len(WEIGHT_INDICES[op])
     load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
-                 if len(ld.indices) == want and all(i.same_as(v) for i, v in zip(ld.indices, batch))
-                 and all(i.same_as(ivs[d]) for i, d in zip(ld.indices[len(batch):], WEIGHT_INDICES[op]))), None)
-    if load is None or (batch and op != "matmul") or len(batch) > 2:
+                 if len(ld.indices) == want and all(i.same_as(v) for i, v in zip(ld.indices, lead))
+                 and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], WEIGHT_INDICES[op]))),
+                None)
+    if load is None or len(lead) > 2:
         return 0
     reads = stmt.reads
     index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))
@@ -304,10 +308,21 @@ def pack_weights(sch, block, op: str, size: int) -> int:
                (0, 2): lambda k, j: (j // size, k, j % size),  # matmul
                (1, 2): lambda b, k, j: (b, j // size, k, j % size),  # batch matmul
                (2, 2): lambda a, b, k, j: (a, b, j // size, k, j % size)}
-    sch.transform_layout(block, ("read", index), blocked[len(batch), len(WEIGHT_INDICES[op])])
+    sch.transform_layout(block, ("read", index), blocked[len(lead), len(WEIGHT_INDICES[op])])
     if copy is not None:
-        _write_in_order(sch, copy, size, len(batch))
+        _write_in_order(sch, copy, size, len(lead))
     return size
+
+
+def _indexes(expr, var, batch) -> bool:
+    """Whether index `expr` is `var`, or `var` offset by whole multiples of batch (group) variables."""
+    if expr.same_as(var):
+        return True
+    from tvm.sym.pattern import detect_linear_equation
+
+    coef = detect_linear_equation(expr, [var, *batch])
+    return (len(coef) == len(batch) + 2 and all(isinstance(c, tvm.tirx.IntImm) for c in coef)
+            and int(coef[0]) == 1 and int(coef[-1]) == 0)
 
 
 def _plain_load_of(stmt, buffers) -> bool:
