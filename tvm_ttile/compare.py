@@ -253,8 +253,9 @@ def _bound_lines(data) -> list:
         return []
     systems = sorted({s for layer, _ in rows for s in summ[layer]})
     lines = ["", "Layers bound by moving their operands (once, at the measured bandwidth of the cache level that "
-             f"holds them all; bandwidths {data.get('hierarchy')} GB/s): % of that bound, which their % of peak "
-             "understates:", "", "| layer | operands | bound | " + " | ".join(systems) + " |",
+             f"holds them all; bandwidths {data.get('hierarchy')} GB/s, measured by a copy B = A + 1, so a kernel "
+             "that mostly reads can pass 100%): % of that bound, which their % of peak understates:", "",
+             "| layer | operands | bound | " + " | ".join(systems) + " |",
              "|---|---:|---|" + "---:|" * len(systems)]
     for layer, b in rows:
         limit_gflops = b["flops"] / b["seconds"] / 1e9
