@@ -102,10 +102,9 @@ class Conv2d(_Operator):
         kgp = _padded(kg, vector_lanes)
         kp = g * kgp
         wgt_in = te.placeholder((self.R, self.S, cg, kp if self.prepack else self.K), self.dtype, name="W")
+        source = (lambda k: k // kgp * kg + te.min(k % kgp, kg - 1)) if g > 1 else (lambda k: te.min(k, kg - 1))  # noqa: E731
         wgt = wgt_in if kp == self.K or self.prepack else te.compute(
-            (self.R, self.S, cg, kp),
-            lambda r, s, c, k: wgt_in[r, s, c, k // kgp * kg + te.min(k % kgp, kg - 1) if g > 1 else te.min(k, kg - 1)],
-            name="W_pad")
+            (self.R, self.S, cg, kp), lambda r, s, c, k: wgt_in[r, s, c, source(k)], name="W_pad")
         src = inp
         if any(self.pads):
             top, left, bottom, right = self.pads
