@@ -36,7 +36,7 @@ def main():
     from tvm_ttile.tune import tune
 
     host = cpu_mod.detect_host()
-    base = TTileSampler.OPTIONS[args.option][0]
+    base = TTileSampler.all_options()[args.option][0]
     values = [_sampler_options([f"{args.option}={v}"])[args.option] for v in args.values.split(",")]
     rows, gains = [], {v: [] for v in values}
     for name in args.layers.split(","):
@@ -51,7 +51,7 @@ def main():
                 print(rows[-1], flush=True)
             for v in values:
                 gains[v].append(pct[v] - pct[base])
-    lines = [f"# ttile sampler: {args.option} {args.values} against {base} (the paper's draw)", "",
+    lines = [f"# ttile sampler: {args.option} {args.values} against its default {base}", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
              f"| layer | seed | {args.option} | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]

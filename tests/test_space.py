@@ -5,6 +5,7 @@ from kernels import conv_kept, matmul_kept
 from tvm_ttile.errors import TTileError
 from tvm_ttile.microkernels.spec import Microkernel
 from tvm_ttile.operators import Conv2d, Matmul, get_layer
+from tvm_ttile.scheme import LAMBDA
 from tvm_ttile.space import Problem, Space, admissible, microkernel_of, scheme_of
 
 
@@ -58,7 +59,29 @@ def test_every_choice_completes_to_a_valid_scheme(op):
         scheme = scheme_of(p, choice, reuse, sampler.large_factor_levels(space, choice, reuse))
         scheme.validate(p.size, p.lanes, p.reuse)
         mk = microkernel_of(p, scheme)
-        assert mk.red == reuse * (mk.get("c") if p.op == "conv2d" else 1)
+        # Levels right above the reuse loop on its dimension join it (fold_into_reuse): at least the drawn reuse.
+        assert mk.red % (reuse * (mk.get("c") if p.op == "conv2d" else 1)) == 0
+
+
+def test_levels_right_above_the_reuse_loop_join_it():
+    from tvm_ttile.space import fold_into_reuse
+
+    levels = [("i", 2), ("k", 4), ("i", LAMBDA), ("j", 8), ("j", 2), ("k", 16), ("k", 2)]
+    assert fold_into_reuse(levels, "k", 1) == (levels[:5], 32)  # other runs stay as drawn
+    # A Lambda or a partial tile is a level of its own: nothing folds across or into it.
+    assert fold_into_reuse([("k", 2), ("k", ("P", 3))], "k", 4) == ([("k", 2), ("k", ("P", 3))], 4)
+    assert fold_into_reuse([("k", 2), ("j", 2)], "k", 4) == ([("k", 2), ("j", 2)], 4)
+
+
+def test_drawn_schemes_have_no_reduction_tile_right_above_the_reuse_loop():
+    from tvm_ttile.samplers import make_sampler
+
+    p = Problem.from_operator(Matmul(M=2048, N=4096, K=32), 16, "avx512")
+    space = Space(p, matmul_kept("avx512", 16))
+    for scheme in make_sampler("ttile", seed=0).sample_many(space, 40):
+        reuse_at = next(i for i, s in enumerate(scheme.specs) if type(s).__name__ in ("U", "V")) - 1
+        above = scheme.specs[reuse_at - 1] if reuse_at else None
+        assert not (type(above).__name__ == "T" and above.dim == "k"), scheme.text
 
 
 def test_small_c_prefers_r_s_unrolled_microkernels():

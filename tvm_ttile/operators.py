@@ -18,6 +18,7 @@ from .errors import ShapeError, check_dtype, check_positive
 class _Operator:
     """What every operator does alike: its PrimFunc from its TE definition (`te`), and its constant weights
     padded to the shape that function takes."""
+    groups = 1  # independent convolutions in one (Conv2d's field; 1 for every other operator)
 
     def prim_func(self, vector_lanes: int | None = None):
         return _prim_func(self, vector_lanes)

@@ -9,7 +9,7 @@ import random
 
 from ..errors import TTileError
 from ..scheme import LAMBDA, Scheme
-from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, remaining, scheme_of
+from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, fold_into_reuse, remaining, scheme_of
 
 
 # Options every sampler has (its own OPTIONS add to them).
@@ -17,7 +17,10 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                       "TTile's reservation), multiple (a multiple of the thread count), balanced "
                                       "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
-                               "(Space.padding; 0: never pad, 1: always)")}
+                               "(Space.padding; 0: never pad, 1: always)"),
+                  "fold_reuse": (True, "levels drawn right above the reuse loop on its dimension join it, so the "
+                                       "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
+                                       "False: the paper's draw)")}
 
 
 class Sampler:
@@ -167,6 +170,8 @@ class Sampler:
         # The batch's levels go outermost (below the parallel level): a Lambda's or a partial nest's tensorized
         # region holds no batch loop. Batch 1 has none, so its schemes are unchanged.
         levels = [lv for lv in levels if lv[0] == "n"] + [lv for lv in levels if lv[0] != "n"]
+        if self.options["fold_reuse"]:
+            levels, reuse = fold_into_reuse(levels, space.problem.reuse, reuse)
         return scheme_of(space.problem, choice, reuse, levels, parallel)
 
 
