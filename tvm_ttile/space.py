@@ -242,11 +242,10 @@ def scheme_of(problem: Problem, choice: Choice, reuse_trips: int, levels: list, 
 
 def fold_into_reuse(levels: list, reuse_dim: str, reuse_trips: int) -> tuple:
     """(levels, reuse_trips) with the run of tile levels right above the reuse loop on its dimension merged into
-    the reuse loop. The loop nest walks the same iterations in the same order; what changes is where the
-    microkernel stores its accumulators: a reuse loop of 2 under a tile of 16 on the same dimension loads and
-    stores the output tile 16 times per output, a reuse loop of 32 once (drawn uniformly, K = 32 matmuls got
-    such schemes most of the time, at up to 0.7x the template tuners). Other runs of one dimension are left
-    as drawn: they are one loop either way, and section 6.1's draw is kept."""
+    the reuse loop. The loop nest walks the same iterations in the same order; what changes is how often the
+    microkernel loads and stores its accumulators (a reuse loop of 2 under a tile of 16 on the same dimension:
+    16 times per output; a reuse loop of 32: once). Measured level with the paper's draw on 13 layers
+    (benchmarks/results/fold_reuse_zen5), so the samplers' `fold_reuse` option is off by default."""
     levels = list(levels)
     while levels and levels[-1][0] == reuse_dim and isinstance(levels[-1][1], int):
         reuse_trips *= levels.pop()[1]

@@ -110,9 +110,8 @@ class TTile(System):
     options = {"sampler_options": None, "strategy_options": None}  # the ttile sampler's and the strategy's
     ours = True
 
-    def __init__(self, name="tvm_ttile", color="tab:green", strategy="random", sampler_defaults=None):
+    def __init__(self, name="tvm_ttile", color="tab:green", strategy="random"):
         self.name, self.color, self.strategy = name, color, strategy
-        self.sampler_defaults = dict(sampler_defaults or {})  # its draw's own departures from tvm_ttile's
 
     def strategy_options(self):
         from ..strategies import STRATEGIES
@@ -123,8 +122,7 @@ class TTile(System):
         from ..tune import read_curve, tune
 
         res = tune(operator, cpu, trials=trials, seed=seed, threads=threads, work_dir=work_dir, settings=settings,
-                   progress=progress, strategy=self.strategy,
-                   sampler_options={**self.sampler_defaults, **(options.get("sampler_options") or {})} or None,
+                   progress=progress, sampler_options=options.get("sampler_options"), strategy=self.strategy,
                    strategy_options=options.get("strategy_options"))
         return SystemResult(self.name, res.operator, res.gflops, res.percent_of_peak, res.seconds, res.trials,
                             res.verified, res.max_abs_error, _best_so_far(read_curve(work_dir)), threads, "tvm_ttile",
@@ -245,10 +243,7 @@ SYSTEMS = {s.name: s for s in (
     TVMPolicy("template-random", "tab:gray", TEMPLATED, grouped=False),
     TVMPolicy("gbfs", "tab:pink", TEMPLATED, "gbfs", grouped=False),
     TVMPolicy("na2c", "tab:cyan", TEMPLATED, "na2c", grouped=False),
-    TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"),
-    # The structured space drawn exactly as the TTile paper does (section 6.1): tvm_ttile without its fold of the
-    # reduction's levels into the reuse loop (samplers.base COMMON_OPTIONS["fold_reuse"]).
-    TTile("ttile-paper", "yellowgreen", sampler_defaults={"fold_reuse": False}), AutoMCL(), Library("onednn", "tab:orange"),
+    TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange"),
     Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
 LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)

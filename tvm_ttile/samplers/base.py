@@ -18,9 +18,9 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                       "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
-                  "fold_reuse": (True, "levels drawn right above the reuse loop on its dimension join it, so the "
-                                       "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
-                                       "False: the paper's draw)")}
+                  "fold_reuse": (False, "levels drawn right above the reuse loop on its dimension join it, so the "
+                                        "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
+                                        "measured level with the paper's draw: benchmarks/results/fold_reuse_zen5)")}
 
 
 class Sampler:

@@ -1,7 +1,5 @@
 """The paper's random sampler (section 6.1): microkernel or combination uniformly, a divisor of the reuse
-dimension for the reuse loop, then (dimension, factor) pairs uniformly until the problem is covered. One
-departure, an option of every sampler: levels drawn right above the reuse loop on its dimension join it
-(`fold_reuse`, space.fold_into_reuse)."""
+dimension for the reuse loop, then (dimension, factor) pairs uniformly until the problem is covered."""
 from ..errors import TTileError
 from .base import Sampler
 
