@@ -1,9 +1,10 @@
-"""Does prefetching the weights inside the microkernels pay? For each layer of a finished `tvm-ttile compare
---prepack` run, the scheme of tvm_ttile's best (seed 0) is lowered again with the weights prefetched 0, 16 and
-64 reduction steps ahead (lowering.lower(prefetch=)), each checked against numpy, then all of them and numpy
-are timed in-process, round-robin.
+"""Does prefetching the weights inside the microkernels pay? For each layer of a finished `tvm-ttile compare`
+run, the scheme of tvm_ttile's best (seed 0) is lowered again with the weights prefetched 0, 16 and 64 reduction
+steps ahead (lowering.lower(prefetch=)), each checked against numpy, then all of them and numpy (matmul layers)
+are timed in-process, round-robin. `--zero-start` compares instead the microkernels' accumulators loaded from
+the output against started at zero where a call holds the whole reduction (lowering.lower(zero_start=)).
 
-    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64] [--rounds 7]
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start] [--rounds 7]
 
 Single thread. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
 """
@@ -24,6 +25,7 @@ def main():
     ap.add_argument("compare_out")
     ap.add_argument("--layers", help="default: every layer of the comparison")
     ap.add_argument("--distances", default="0,16,64")
+    ap.add_argument("--zero-start", action="store_true", help="loaded against zero-started accumulators instead")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
     add_output_args(ap, "prefetch")
     args = ap.parse_args()
@@ -37,33 +39,43 @@ def main():
     from tvm_ttile.baselines.libraries import LIBRARIES
     from tvm_ttile.lowering import lower, problem_of, scheme_of_schedule
     from tvm_ttile.measure import build_module, timing_args
-    from tvm_ttile.operators import get_layer
+    from tvm_ttile.operators import OPERATORS, get_layer
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
 
     layers = layers_of(args.compare_out, args.layers)
-    distances = [int(d) for d in args.distances.split(",")]
+    with open(os.path.join(args.compare_out, "compare.json")) as f:
+        run = json.load(f)
+    if args.zero_start:
+        variants = {"loaded": {"zero_start": False}, "zero start": {"zero_start": True}}
+    else:
+        variants = {f"prefetch {d}": {"prefetch": int(d)} for d in args.distances.split(",")}
     cpu = cpu_mod.detect_host()
     target = cpu.target(1)
     peak = cpu_mod.peak(cpu)["peak_gflops"]
     timers, rows = [], []
+    flops = {}
     for layer in layers:
-        op = dataclasses.replace(get_layer(layer), prepack=True)
-        work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile", layer + "-prepack", 0, cpu.isa.name)
+        shape = dict(run.get("shapes", {}).get(layer) or {})
+        op = OPERATORS[shape.pop("op")](**shape, name=layer) if shape else get_layer(layer)
+        op = dataclasses.replace(op, prepack=run.get("prepack", True))
+        flops[layer] = op.flops
+        work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile",
+                            layer + ("-prepack" if op.prepack else ""), 0, cpu.isa.name)
         scheme = scheme_of_schedule(tvm.s_tir.Schedule(best_module(op, work, cpu)))
-        timers.append(lambda op=op: LIBRARIES["numpy"]["Matmul"](op, 1)[1])
-        rows.append({"layer": layer, "variant": "numpy", "scheme": None})
-        for d in distances:
+        if type(op).__name__ in LIBRARIES["numpy"]:
+            timers.append(lambda op=op: LIBRARIES["numpy"][type(op).__name__](op, 1)[1])
+            rows.append({"layer": layer, "variant": "numpy", "scheme": None})
+        for label, kwargs in variants.items():
             func = op.prim_func(cpu.lanes)
-            mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, prefetch=d).sch.mod
+            mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, **kwargs).sch.mod
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
-                sys.exit(f"{layer}, prefetch {d}: output differs from numpy by {err}")
+                sys.exit(f"{layer}, {label}: output differs from numpy by {err}")
             f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=1, repeat=5, min_repeat_ms=10)
             timers.append(lambda f=f, a=timing_args(mod): statistics.median(f(*a).results))
-            rows.append({"layer": layer, "variant": f"prefetch {d}", "scheme": scheme})
+            rows.append({"layer": layer, "variant": label, "scheme": scheme})
         print(f"built {layer}: {scheme}", flush=True)
-    flops = {layer: get_layer(layer).flops for layer in layers}
     gflops = [[] for _ in rows]
     for r in range(args.rounds):
         for i, (row, timer) in enumerate(zip(rows, timers)):
@@ -72,7 +84,7 @@ def main():
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g))
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
-            "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "rounds": args.rounds, "distances": distances,
+            "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "rounds": args.rounds, "variants": list(variants),
             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(args.out + ".json", "w") as f:
         json.dump(data, f, indent=1)
@@ -80,36 +92,38 @@ def main():
 
 
 def render(data, path):
-    ds = data["distances"]
+    # Files written before --zero-start name their variants by prefetch distance only.
+    vs = data.get("variants") or [f"prefetch {d}" for d in data["distances"]]
+    base, others = vs[0], vs[1:]
     by = {(r["layer"], r["variant"]): r for r in data["rows"]}
     layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
-    lines = [f"# Weight prefetch in the matmul microkernels, {data['machine']} ({data['isa']}), 1 thread",
+    zero = "zero start" in vs
+    title = "Accumulators loaded or started at zero" if zero else "Weight prefetch"
+    what = ("with the accumulators loaded from the output and started at zero where a call holds the whole "
+            "reduction" if zero else "with the weights prefetched d reduction steps ahead (0: none)")
+    lines = [f"# {title} in the microkernels, {data['machine']} ({data['isa']}), 1 thread",
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "
              f"{data['rounds']} round-robin rounds, each a median of 5 repeats; medians over rounds. Each layer: "
-             "the scheme of tvm_ttile's best (seed 0), lowered with the weights prefetched d reduction steps ahead "
-             "(0: none), each checked against numpy before it is timed; weights prepacked (untimed), numpy packs "
-             "in its call.", "",
-             "| layer | numpy | " + " | ".join(f"prefetch {d}" for d in ds) + " | "
-             + " | ".join(f"{d} / 0" for d in ds if d) + " |",
-             "|---|---:|" + "---:|" * len(ds) + "---:|" * len([d for d in ds if d])]
-    ratios = {d: [] for d in ds if d}
+             f"the scheme of tvm_ttile's best (seed 0), lowered {what}, each checked against numpy before it is "
+             "timed; weights as the comparison ran (prepacked ones untimed), numpy (matmul) packs in its call.", "",
+             "| layer | numpy | " + " | ".join(vs) + " | " + " | ".join(f"{v} / {base}" for v in others) + " |",
+             "|---|---:|" + "---:|" * len(vs) + "---:|" * len(others)]
+    ratios = {v: [] for v in others}
     for layer in layers:
-        base = by[(layer, f"prefetch {ds[0]}")]["median"] if ds[0] == 0 else None
-        cells = [f"{by[(layer, 'numpy')]['median']:.1f}"] + [f"{by[(layer, f'prefetch {d}')]['median']:.1f}" for d in ds]
-        for d in ds:
-            if d and base:
-                ratio = by[(layer, f"prefetch {d}")]["median"] / base
-                ratios[d].append(ratio)
-                cells.append(f"{ratio:.3f}")
+        numpy_row = by.get((layer, "numpy"))
+        cells = [f"{numpy_row['median']:.1f}" if numpy_row else "-"] + [f"{by[(layer, v)]['median']:.1f}" for v in vs]
+        for v in others:
+            ratio = by[(layer, v)]["median"] / by[(layer, base)]["median"]
+            ratios[v].append(ratio)
+            cells.append(f"{ratio:.3f}")
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     lines.append("")
-    for d, rs in ratios.items():
+    for v, rs in ratios.items():
         if rs:
             geo = statistics.geometric_mean(rs)
-            lines.append(f"- prefetch {d} / none: geometric mean {geo:.3f} over {len(rs)} layers "
+            lines.append(f"- {v} / {base}: geometric mean {geo:.3f} over {len(rs)} layers "
                          f"(range {min(rs):.3f}-{max(rs):.3f}).")
-    lines += ["", "GFLOPS; schemes:", ""] + [f"- {layer}: `{by[(layer, f'prefetch {ds[0]}')]['scheme']}`"
-                                              for layer in layers]
+    lines += ["", "GFLOPS; schemes:", ""] + [f"- {layer}: `{by[(layer, base)]['scheme']}`" for layer in layers]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -253,6 +253,32 @@ def test_weight_prefetch(host, text):
     assert ("llvm.prefetch" in ir[None]) == bool(WEIGHT_PREFETCH["matmul"])
 
 
+@pytest.mark.parametrize("text,zero", [
+    ("[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]", True),  # the whole reduction in each call
+    ("[T(2,j),T(4,k),T(4,k),U(6,i),U(2,j),V(j)]", False),  # a reduction level above the call
+    ("[T(2,j),Lambda(i,[(1,2),(1,4)]),T(16,k),U(lambda,i),U(2,j),V(j)]", True),
+    ("[T(2,j),Lambda(i,[(1,2),(1,4)]),T(2,k),T(8,k),U(lambda,i),U(2,j),V(j)]", False),  # inside the tail
+    ("[T(4,k),T(2,j),Lambda(i,[(1,2),(1,4)]),T(4,k),U(lambda,i),U(2,j),V(j)]", False)])  # above the tail
+def test_accumulators_start_at_zero_only_where_a_call_holds_the_whole_reduction(host, text, zero):
+    """The zero-start variant (no load of the output tile the init has just zeroed) is chosen exactly where each
+    tensorized call covers the whole reduction; either way the result is right (the output starts as NaN), and
+    a fresh process registers the variant from its name."""
+    from tvm_ttile.lowering import _parse_tail_name
+    from tvm_ttile.microkernels import intrin
+
+    L = host.lanes
+    op = Matmul(M=6, N=4 * L, K=16)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    for allowed in (True, False):
+        lowered = lower(problem, Scheme.parse(text), op.prim_func(L), zero_start=allowed)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+        name = lowered.intrinsics[0]
+        parsed = _parse_tail_name(name)[5] if "Lambda" in text else intrin.parse_suffix(name)[3]
+        assert parsed == (zero and allowed) == name.endswith(intrin.ZERO_START)
+        register_by_name(name)
+
+
 def _llvm_ir(module) -> str:
     try:
         return module.inspect_source("ll")

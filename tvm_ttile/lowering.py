@@ -47,31 +47,33 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     return Microkernel.make(op, isa, lanes, ext.get(family["reduction"], 1), stride, dilation, **factors)
 
 
-def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0) -> str:
+def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0,
+              zero_start: bool = False) -> str:
     extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
-    suffix = intrin.variant_suffix(packed, prefetch)
+    suffix = intrin.variant_suffix(packed, prefetch, zero_start)
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
             f"{sub.text}{extra}{'~' + suffix if suffix else ''}")
 
 
 def _parse_tail_name(name: str):
     m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
-                     + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?)?", name)
+                     + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?)?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text, ext, packed, prefetch = m.groups()
+    op, isa, lanes, st, dl, text, ext, packed, prefetch, zero_start = m.groups()
     problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
-    return problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0)
+    return problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0), bool(zero_start)
 
 
 def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0,
-                  prefetch: int = 0) -> tuple:
+                  prefetch: int = 0, zero_start: bool = False) -> tuple:
     """Register the tail intrinsic of sub-scheme `sub`: from a Lambda down, or (with `ext`, the region's
     extents) a whole scheme with partial P tiles; `packed`: reading weights prepacked in blocks of that
-    many vector elements; `prefetch`: its microkernels prefetch weights that many reduction steps ahead.
-    Returns (name, region_mk)."""
-    name = tail_name(problem, sub, ext, packed, prefetch)
+    many vector elements; `prefetch`: its microkernels prefetch weights that many reduction steps ahead;
+    `zero_start`: its microkernels start their accumulators at zero (only where each call covers the whole
+    reduction). Returns (name, region_mk)."""
+    name = tail_name(problem, sub, ext, packed, prefetch, zero_start)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
                         ext if ext is not None else sub.extents(problem.lanes)[0])
     if TensorIntrin.get(name, allow_missing=True) is None:
@@ -89,7 +91,7 @@ def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed
                     if ext is not None:
                         _emit_partial(problem, sub, ext, A, B, C, prefetch)
                     else:
-                        _emit_tail(problem, sub, A, B, C, prefetch)
+                        _emit_tail(problem, sub, A, B, C, prefetch, zero_start)
         TensorIntrin.register(name, desc, ib.get())
     return name, region
 
@@ -136,7 +138,7 @@ def _emit_partial(problem, scheme, ext, A, B, C, prefetch=0):
     walk(0, {}, dict(ext))
 
 
-def _emit_tail(problem, sub, A, B, C, prefetch=0):
+def _emit_tail(problem, sub, A, B, C, prefetch=0, zero_start=False):
     lam = sub.specs[0]
     offset = 0
     for repeats, unroll in lam.parts:
@@ -145,21 +147,22 @@ def _emit_tail(problem, sub, A, B, C, prefetch=0):
         ext = sub.extents(problem.lanes, lambda_unroll=unroll)
         part = ext[1][lam.dim] if len(sub.specs) > 1 else unroll
         with T.serial(0, repeats) as p:
-            _emit_levels(sub.specs[1:], ext[1:], {lam.dim: offset + p * part}, mk, A, B, C, prefetch)
+            _emit_levels(sub.specs[1:], ext[1:], {lam.dim: offset + p * part}, mk, A, B, C, prefetch, zero_start)
         offset += repeats * part
 
 
-def _emit_levels(specs, exts, base, mk, A, B, C, prefetch=0):
+def _emit_levels(specs, exts, base, mk, A, B, C, prefetch=0, zero_start=False):
     """Loops for the T specifiers down to the reuse loop, then the microkernel at the accumulated offsets."""
     if len(specs) > 1 and not isinstance(specs[0], (U, V)) and isinstance(specs[1], (U, V)):
-        intrin.emit_microkernel(mk, A, B, C, base, prefetch)  # specs[0] is the reuse loop: the microkernel owns it
+        # specs[0] is the reuse loop: the microkernel owns it
+        intrin.emit_microkernel(mk, A, B, C, base, prefetch, zero_start)
         return
     spec = specs[0]
     below = exts[1].get(spec.dim, 1)
     with T.serial(0, spec.n) as v:
         inner = dict(base)
         inner[spec.dim] = inner.get(spec.dim, 0) + v * below
-        _emit_levels(specs[1:], exts[1:], inner, mk, A, B, C, prefetch)
+        _emit_levels(specs[1:], exts[1:], inner, mk, A, B, C, prefetch, zero_start)
 
 
 def register_by_name(name: str) -> None:
@@ -167,11 +170,11 @@ def register_by_name(name: str) -> None:
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
     if name.startswith(TAIL_PREFIX):
-        problem, sub, ext, packed, prefetch = _parse_tail_name(name)
-        register_tail(problem, sub, ext, packed, prefetch)
+        problem, sub, ext, packed, prefetch, zero_start = _parse_tail_name(name)
+        register_tail(problem, sub, ext, packed, prefetch, zero_start)
     else:
-        base, packed, prefetch = intrin.parse_suffix(name)
-        intrin.register(Microkernel.from_name(base), packed, prefetch)
+        base, packed, prefetch, zero_start = intrin.parse_suffix(name)
+        intrin.register(Microkernel.from_name(base), packed, prefetch, zero_start)
 
 
 # --- lowering -------------------------------------------------------------------------------------
@@ -361,11 +364,13 @@ WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
-          prefetch: int | None = None) -> Lowered:
+          prefetch: int | None = None, zero_start: bool = True) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
-    the microkernels prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none)."""
+    the microkernels prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none). `zero_start`:
+    where each tensorized call covers the whole reduction, its accumulators start at zero instead of loading
+    the output tile the reduction's init has just zeroed (False: always load, as before)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -448,6 +453,10 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # The init goes above the outermost reduction loop; None: above the region (tensorize_nest decides,
     # after it hoists the region's unit loops).
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
+    if zero_start and init_loop is None and not scheme.partial_dims and not any(
+            getattr(spec, "dim", None) in red_dims for spec in scheme.specs[cut:mk_start - 1]):
+        name = (intrin.register(nest_mk, packed, prefetch, zero_start=True) if cut == mk_start - 1 else
+                register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch, zero_start=True)[0])
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
     if TILED_INPUT_COPY[op]:  # before `parallel` fuses the outer loops

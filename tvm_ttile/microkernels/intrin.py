@@ -50,16 +50,20 @@ PACKED = "_pkw"  # name suffix (+ block size) of the intrinsics that read prepac
 PREFETCH = "_pf"  # name suffix (+ distance in reduction steps) of the intrinsics that prefetch their weights
 
 
-def variant_suffix(block: int, prefetch: int = 0) -> str:
+ZERO_START = "_zs"  # name suffix of the intrinsics whose accumulators start at zero instead of the output's value
+
+
+def variant_suffix(block: int, prefetch: int = 0, zero_start: bool = False) -> str:
     """The name suffix of an intrinsic's variant: weights prepacked in blocks of `block`, prefetched `prefetch`
-    reduction steps ahead."""
-    return (f"{PACKED}{block}" if block else "") + (f"{PREFETCH}{prefetch}" if prefetch else "")
+    reduction steps ahead, accumulators started at zero (`zero_start`)."""
+    return ((f"{PACKED}{block}" if block else "") + (f"{PREFETCH}{prefetch}" if prefetch else "")
+            + (ZERO_START if zero_start else ""))
 
 
 def parse_suffix(name: str) -> tuple:
-    """(name without the suffixes, packed block, prefetch distance) of an intrinsic name."""
-    m = re.fullmatch(f"(.*?)(?:{PACKED}(\\d+))?(?:{PREFETCH}(\\d+))?", name)
-    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0)
+    """(name without the suffixes, packed block, prefetch distance, zero start) of an intrinsic name."""
+    m = re.fullmatch(f"(.*?)(?:{PACKED}(\\d+))?(?:{PREFETCH}(\\d+))?({ZERO_START})?", name)
+    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), bool(m.group(4))
 
 
 class PackedWeights:
@@ -116,10 +120,10 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
     return out
 
 
-def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0):
+def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_start: bool = False):
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
-            T.func_name(mk.name + variant_suffix(packed, prefetch) + ("_impl" if impl else "_desc"))
+            T.func_name(mk.name + variant_suffix(packed, prefetch, zero_start) + ("_impl" if impl else "_desc"))
             params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
             A, B, C = _buffers(mk, params, impl, packed)
             full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
@@ -127,7 +131,7 @@ def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0):
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
                 if impl:
-                    emit_microkernel(mk, A, weights(B, packed), C, {}, prefetch)
+                    emit_microkernel(mk, A, weights(B, packed), C, {}, prefetch, zero_start)
                 else:
                     _desc_body(mk, A, weights(B, packed), C)
     return ib.get()
@@ -173,11 +177,13 @@ def _desc_body(mk, A, B, C):
                 T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
 
 
-def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
+def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
     """Emit the microkernel's statements (reduction loop included) into the current IR builder frame.
     `base` offsets the tile inside the buffers, per dimension (conv2d: h, w, k, c, r, s; matmul: i, j,
     k); k (conv2d) and j (matmul) offsets are in elements. `prefetch` > 0: each reduction step also
-    prefetches the weights that many steps ahead."""
+    prefetches the weights that many steps ahead. `zero_start`: the accumulators start at zero instead of
+    loading the output tile, right only where the call covers the whole reduction (the output was just set
+    to zero): the load would wait for output lines that the reduction's init has only started to bring in."""
     L = mk.lanes
     vec = f"float32x{L}"
     u = dict(mk.unroll)
@@ -218,7 +224,8 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
     slot = lambda ri, kk: ri * nk + kk  # noqa: E731
     for ri, row in enumerate(rows):
         for kk in range(nk):
-            T.buffer_store(acc, C.vload(out_at(row, kk), vec), [slot(ri, kk)])
+            start = tir.Broadcast(tir.const(0, "float32"), L) if zero_start else C.vload(out_at(row, kk), vec)
+            T.buffer_store(acc, start, [slot(ri, kk)])
 
     def fma(ri, row, step, c, kk):
         bcast = in_at(row, step, c, kk) if mk.op == "depthwise" else tir.Broadcast(in_at(row, step, c), L)
@@ -246,14 +253,15 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0):
             T.buffer_store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
 
 
-def register(mk: Microkernel, packed: int = 0, prefetch: int = 0) -> str:
+def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bool = False) -> str:
     """Register `mk` as a TensorIntrin (once per process) and return its name; `packed` (a block size): the
     variant reading weights prepacked in blocks of that many vector elements; `prefetch`: the variant
-    prefetching its weights that many reduction steps ahead."""
-    name = mk.name + variant_suffix(packed, prefetch)
+    prefetching its weights that many reduction steps ahead; `zero_start`: the variant whose accumulators
+    start at zero (emit_microkernel)."""
+    name = mk.name + variant_suffix(packed, prefetch, zero_start)
     if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
-        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed, prefetch))
+        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed, prefetch, zero_start))
     return name
 
 
