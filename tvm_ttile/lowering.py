@@ -393,6 +393,11 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     loops = dict(zip(BLOCK_DIMS[op], sch.get_loops(block)[-len(BLOCK_DIMS[op]):]))
     cut, mk_start = _split_scheme(scheme)
     region_ext = scheme.extents(lanes)[cut]
+    # Each tensorized call holds the whole reduction when the region covers it and no level inside the region but
+    # the reuse loop is on it: the call's accumulators may then start at zero (emit_microkernel).
+    zero_start = zero_start and not scheme.partial_dims and all(
+        region_ext.get(d, 1) == size[d] for d in REDUCTION[op]) and not any(
+        getattr(spec, "dim", None) in REDUCTION[op] for spec in scheme.specs[cut:mk_start - 1])
 
     reuse = intrin.loop_nest_names(op)[0]  # the name intrin.loop_nest gives the reuse loop
     if scheme.partial_dims:  # P levels: a chunk's nest below its batch loops is one tail intrinsic, loops clipped
@@ -413,9 +418,10 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         region_loops = [(reuse, problem.reuse, mk.red // mk.get(unrolled) if unrolled else mk.red)]
         if unrolled and mk.get(unrolled) > 1:
             region_loops.append(("c_i", unrolled, mk.get(unrolled)))
-        name, nest_mk = intrin.register(mk, packed, prefetch), mk
+        name, nest_mk = intrin.register(mk, packed, prefetch, zero_start), mk
     else:
-        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch)
+        name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch,
+                                      zero_start=zero_start)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     for d in intrin.loop_nest_names(op)[1:]:
         if d in BLOCK_DIMS[op]:  # not conv2d's c_i, added above when the microkernel unrolls c
@@ -453,10 +459,6 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # The init goes above the outermost reduction loop; None: above the region (tensorize_nest decides,
     # after it hoists the region's unit loops).
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
-    if zero_start and init_loop is None and not scheme.partial_dims and not any(
-            getattr(spec, "dim", None) in red_dims for spec in scheme.specs[cut:mk_start - 1]):
-        name = (intrin.register(nest_mk, packed, prefetch, zero_start=True) if cut == mk_start - 1 else
-                register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch, zero_start=True)[0])
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
     if TILED_INPUT_COPY[op]:  # before `parallel` fuses the outer loops
