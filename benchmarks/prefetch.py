@@ -2,9 +2,11 @@
 run, the scheme of tvm_ttile's best (seed 0) is lowered again with the weights prefetched 0, 16 and 64 reduction
 steps ahead (lowering.lower(prefetch=)), each checked against numpy, then all of them and numpy (matmul layers)
 are timed in-process, round-robin. `--zero-start` compares instead the microkernels' accumulators loaded from
-the output against started at zero where a call holds the whole reduction (lowering.lower(zero_start=)).
+the output against started at zero where a call holds the whole reduction (lowering.lower(zero_start=));
+`--vector-init` the reduction's init as LLVM vectorizes it against vectorized explicitly (lower(vector_init=));
+`--skip-init` the init kept against replaced by nothing where it is dead (lower(skip_dead_init=)).
 
-    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start] [--rounds 7]
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init] [--rounds 7]
 
 Single thread. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
 """
@@ -26,6 +28,10 @@ def main():
     ap.add_argument("--layers", help="default: every layer of the comparison")
     ap.add_argument("--distances", default="0,16,64")
     ap.add_argument("--zero-start", action="store_true", help="loaded against zero-started accumulators instead")
+    ap.add_argument("--vector-init", action="store_true",
+                    help="the reduction's init as LLVM vectorizes it against vectorized explicitly instead")
+    ap.add_argument("--skip-init", action="store_true",
+                    help="the reduction's init kept against skipped where zero-start microkernels make it dead")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
     add_output_args(ap, "prefetch")
     args = ap.parse_args()
@@ -46,7 +52,12 @@ def main():
     layers = layers_of(args.compare_out, args.layers)
     with open(os.path.join(args.compare_out, "compare.json")) as f:
         run = json.load(f)
-    if args.zero_start:
+    if args.skip_init:
+        variants = {"init kept": {"skip_dead_init": False}, "dead init skipped": {"skip_dead_init": True}}
+    elif args.vector_init:
+        variants = {"init as is": {"vector_init": False, "skip_dead_init": False},
+                    "vector init": {"vector_init": True, "skip_dead_init": False}}
+    elif args.zero_start:
         variants = {"loaded": {"zero_start": False}, "zero start": {"zero_start": True}}
     else:
         variants = {f"prefetch {d}": {"prefetch": int(d)} for d in args.distances.split(",")}
@@ -97,10 +108,20 @@ def render(data, path):
     base, others = vs[0], vs[1:]
     by = {(r["layer"], r["variant"]): r for r in data["rows"]}
     layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
-    zero = "zero start" in vs
-    title = "Accumulators loaded or started at zero" if zero else "Weight prefetch"
-    what = ("with the accumulators loaded from the output and started at zero where a call holds the whole "
-            "reduction" if zero else "with the weights prefetched d reduction steps ahead (0: none)")
+    if "dead init skipped" in vs:
+        title, what = "The reduction's dead init skipped", ("with the reduction's init kept and, where "
+                                                             "zero-start microkernels overwrite its whole tile, "
+                                                             "replaced by nothing (lowering.lower(skip_dead_init=))")
+    elif "vector init" in vs:
+        title, what = "The reduction's init vectorized", ("with the reduction's init (the zeros stored before the "
+                                                          "microkernels) as LLVM vectorizes it and vectorized "
+                                                          "explicitly (lowering.lower(vector_init=))")
+    elif "zero start" in vs:
+        title, what = "Accumulators loaded or started at zero", ("with the accumulators loaded from the output and "
+                                                                 "started at zero where a call holds the whole "
+                                                                 "reduction")
+    else:
+        title, what = "Weight prefetch", "with the weights prefetched d reduction steps ahead (0: none)"
     lines = [f"# {title} in the microkernels, {data['machine']} ({data['isa']}), 1 thread",
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "
              f"{data['rounds']} round-robin rounds, each a median of 5 repeats; medians over rounds. Each layer: "

@@ -279,6 +279,63 @@ def test_accumulators_start_at_zero_only_where_a_call_holds_the_whole_reduction(
         register_by_name(name)
 
 
+@pytest.mark.parametrize("kind,case", [("conv2d", 0), ("conv2d", 1), ("matmul", 0), ("matmul", 1), ("depthwise", 0)])
+def test_vector_init_stores_whole_vectors_and_stays_right(host, kind, case):
+    """With vector_init the reduction's init loop over the vector dimension is vectorized wherever it runs over
+    whole vectors (whole-vector stores of the zeros) and the result still matches numpy, on drawn schemes of
+    random odd shapes; without it the loop is left to LLVM. (The init kept: skip_dead_init would drop it.)"""
+    rng = random.Random(3000 + case)
+    make, kept_of = MAKE[kind]
+    op = make(rng, host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    for scheme in make_sampler("ttile", seed=case).sample_many(Space(problem, kept_of(host.isa.name, host.lanes)), 2):
+        for vector_init in (False, True):
+            lowered = lower(problem, scheme, op.prim_func(host.lanes), vector_init=vector_init, skip_dead_init=False)
+            got, ref = run(op, lowered.sch.mod, host.target())
+            assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+            sch = lowered.sch
+            init = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if sch.get(b).name_hint.endswith("_init")]
+            inner = sch.get(sch.get_loops(init[0])[-1])
+            whole = int(inner.extent) % host.lanes == 0
+            assert (inner.kind == tvm.tirx.ForKind.VECTORIZED) == (vector_init and whole), scheme.text
+
+
+@pytest.mark.parametrize("text,dead", [
+    ("[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]", True),  # the whole reduction in each call
+    ("[T(2,j),T(4,k),T(4,k),U(6,i),U(2,j),V(j)]", False),  # a reduction level above the call: the init is live
+    ("[T(2,j),Lambda(i,[(1,2),(1,4)]),T(16,k),U(lambda,i),U(2,j),V(j)]", True),
+    ("[T(4,k),T(2,j),Lambda(i,[(1,2),(1,4)]),T(4,k),U(lambda,i),U(2,j),V(j)]", False)])
+def test_dead_init_skipped_only_where_zero_start_calls_write_its_whole_tile(host, text, dead):
+    """skip_dead_init replaces the reduction's init by nothing exactly where zero-start microkernels overwrite
+    its whole tile; the output starts as NaN, so an element left unwritten would show."""
+    from tvm_ttile.microkernels import intrin
+
+    L = host.lanes
+    op = Matmul(M=6, N=4 * L, K=16)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    lowered = lower(problem, Scheme.parse(text), op.prim_func(L))  # skip_dead_init is the default
+    got, ref = run(op, lowered.sch.mod, host.target())
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    skipped = [n for n in lowered.intrinsics if n.startswith(intrin.NO_INIT)]
+    assert bool(skipped) == dead, lowered.intrinsics
+    for name in skipped:
+        register_by_name(name)
+
+
+@pytest.mark.parametrize("kind,case", [("conv2d", 2), ("conv2d", 3), ("depthwise", 1), ("matmul", 2)])
+def test_dead_init_skipped_on_drawn_schemes_stays_right(host, kind, case):
+    """skip_dead_init on drawn schemes of random odd shapes (conv2d with padding, strides, dilations, depthwise,
+    Lambdas): the result matches numpy whether the init was skipped or kept."""
+    rng = random.Random(4000 + case)
+    make, kept_of = MAKE[kind]
+    op = make(rng, host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    for scheme in make_sampler("ttile", seed=case).sample_many(Space(problem, kept_of(host.isa.name, host.lanes)), 3):
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), skip_dead_init=True)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+
+
 def _llvm_ir(module) -> str:
     try:
         return module.inspect_source("ll")

@@ -169,7 +169,9 @@ def register_by_name(name: str) -> None:
     """Register a tvm_ttile intrinsic from its name alone (used before opening a database)."""
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
-    if name.startswith(TAIL_PREFIX):
+    if name.startswith(intrin.NO_INIT):
+        intrin.register_no_init(name)
+    elif name.startswith(TAIL_PREFIX):
         problem, sub, ext, packed, prefetch, zero_start = _parse_tail_name(name)
         register_tail(problem, sub, ext, packed, prefetch, zero_start)
     else:
@@ -364,13 +366,16 @@ WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
-          prefetch: int | None = None, zero_start: bool = True) -> Lowered:
+          prefetch: int | None = None, zero_start: bool = True, vector_init: bool = False,
+          skip_dead_init: bool = True) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
     the microkernels prefetch their weights (None: WEIGHT_PREFETCH's for the operator; 0: none). `zero_start`:
     where each tensorized call covers the whole reduction, its accumulators start at zero instead of loading
-    the output tile the reduction's init has just zeroed (False: always load, as before)."""
+    the output tile the reduction's init has just zeroed (False: always load, as before). `vector_init`: the
+    reduction's init stores its zeros in whole vectors (intrin.vectorize_init). `skip_dead_init`: where the
+    accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -470,10 +475,14 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         sch.parallel(sch.fuse(*par) if len(par) > 1 else par[0])
     elif threads > 1:
         notes += _parallel(sch, outer, keys, red_dims)
-    intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name)
+    # A zero-start call writes its whole tile, and no reduction loop lies above it: the init covers that tile only.
+    no_init = intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name,
+                                    vector_init=vector_init, no_init=skip_dead_init and zero_start)
+    if skip_dead_init and zero_start and not no_init:
+        notes.append("the reduction's init is not a plain tile: kept")
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
     sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, text)
-    return Lowered(sch, [name], notes)
+    return Lowered(sch, [name] + ([no_init] if no_init else []), notes)
 
 
 SCHEME_ANNOTATION = "tvm_ttile.scheme"

@@ -265,6 +265,94 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
     return name
 
 
+# --- the reduction's init, where zero-start microkernels make it dead ------------------------------
+
+NO_INIT = "ttile_noinit_"  # name prefix of the intrinsics that replace a dead init by nothing
+
+
+def no_init_name(shape: tuple, order: tuple) -> str:
+    """The name of the no-op init over an output tile of `shape`, its loops (outermost first) running over the
+    tile's dimensions `order` (dimensions of extent 1 have no loop)."""
+    return NO_INIT + "x".join(map(str, shape)) + "_" + "".join(map(str, order))
+
+
+def register_no_init(name: str) -> str:
+    """Register (once per process) the intrinsic `name` (no_init_name): its description zeroes the output tile,
+    its implementation does nothing. Only right where every element of the tile is then written by
+    microkernels that start their accumulators at zero (lowering decides): the zeros would be overwritten
+    before anything reads them, and on a short reduction storing them is a visible share of the time (the
+    output's lines are fetched for the init, LLVM does not remove the stores)."""
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        shape_text, order_text = name[len(NO_INIT):].split("_")
+        shape, order = tuple(int(x) for x in shape_text.split("x")), tuple(int(x) for x in order_text)
+        TensorIntrin.register(name, _no_init_func(shape, order, False), _no_init_func(shape, order, True))
+    return name
+
+
+def _no_init_func(shape: tuple, order: tuple, impl: bool):
+    with IRBuilder() as ib:
+        with T.prim_func(s_tir=True):
+            T.func_name(f"{NO_INIT}{'impl' if impl else 'desc'}")
+            c = T.arg("c", T.handle())
+            strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
+            C = T.match_buffer(c, shape, "float32", strides=strides, offset_factor=1)
+            with T.sblock("root"):
+                T.reads()
+                T.writes(C[tuple(slice(0, e) for e in shape)])
+                if impl:
+                    T.evaluate(0)
+                else:
+                    with T.grid(*[shape[d] for d in order]) as loop_vars:
+                        lv = loop_vars if len(order) > 1 else [loop_vars]
+                        with T.sblock("init"):
+                            # Block iterators in the output's dimension order, as the init block has them.
+                            loop_of = dict(zip(order, lv))
+                            iv = {d: T.axis.spatial(shape[d], loop_of[d]) for d in sorted(order)}
+                            idx = [iv.get(d, 0) for d in range(len(shape))]
+                            T.buffer_store(C, tir.const(0, "float32"), idx)
+    return ib.get()
+
+
+def skip_init(sch, init, block) -> str | None:
+    """Replace the init block `init` (decompose_reduction's, over the output tile of the update `block`'s
+    tensorized call) by the no-op intrinsic (register_no_init). The init's own loops (those the update does not
+    share) are reordered so that those of extent 1 come outermost, then the rest is tensorized. Returns the
+    intrinsic's name, or None when the init is not a plain tile (then it is left as it is)."""
+    from tvm.tirx.analysis import undefined_vars
+
+    shared = [sch.get(lp) for lp in sch.get_loops(block)]
+    own = [lp for lp in sch.get_loops(init) if not any(sch.get(lp).same_as(f) for f in shared)]
+    if not own:
+        return None
+    units = [lp for lp in own if int(sch.get(lp).extent) == 1]
+    rest = [lp for lp in own if int(sch.get(lp).extent) > 1]
+    if units and rest:
+        sch.reorder(*units, *rest)
+    if not rest:
+        return None
+    realize = sch.get(rest[-1]).body
+    if not isinstance(realize, tvm.s_tir.SBlockRealize) or not isinstance(realize.block.body, tir.BufferStore):
+        return None
+    store = realize.block.body
+    ivars = [iv.var for iv in realize.block.iter_vars]
+    dim_of_iv = {}
+    for d, idx in enumerate(store.indices):
+        if isinstance(idx, tir.Var) and any(idx.same_as(v) for v in ivars):
+            dim_of_iv[next(i for i, v in enumerate(ivars) if idx.same_as(v))] = d
+    shape, order = [1] * len(store.indices), []
+    for lp in rest:
+        loop = sch.get(lp)
+        users = [i for i, value in enumerate(realize.iter_values)
+                 if any(u.same_as(loop.loop_var) for u in undefined_vars(value))]
+        if len(users) != 1 or users[0] not in dim_of_iv:
+            return None
+        shape[dim_of_iv[users[0]]] = int(loop.extent)
+        order.append(dim_of_iv[users[0]])
+    name = register_no_init(no_init_name(tuple(shape), tuple(order)))
+    sch.tensorize(rest[0], name)
+    return name
+
+
 # --- a tensorized tile of exactly one microkernel, used for measuring and for tests ------------------
 
 def tile_problem(mk: Microkernel):
@@ -283,17 +371,38 @@ def tile_problem(mk: Microkernel):
     return Matmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red)
 
 
-def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None, intrin_name=None) -> None:
+def tensorize_nest(sch, block, mk: Microkernel, loops: dict, init_loop=None, intrin_name=None,
+                   vector_init: bool = False, no_init: bool = False) -> str | None:
     """Order the microkernel-level loops `loops` (name -> loop) as `loop_nest(mk)` wants, unit loops
     above them, then decompose the reduction and tensorize. `loops` must hold every name of the
-    nest; extra unit-extent loops listed in it are hoisted."""
+    nest; extra unit-extent loops listed in it are hoisted. `vector_init`: the init's innermost loop (the
+    microkernel's vector dimension, the output's contiguous one) is vectorized. `no_init`: the init is dead
+    (one tensorized call of zero-start microkernels writes its whole tile) and is replaced by nothing
+    (skip_init); returns that intrinsic's name, None when there is none."""
     nest = [n for n, _ in loop_nest(mk)]
     units = [lp for n, lp in loops.items() if n not in nest]
     ordered = units + [loops[n] for n in nest]
     sch.reorder(*ordered)
     # The init must sit above every reduction loop, the hoisted unit ones included.
-    sch.decompose_reduction(block, init_loop if init_loop is not None else ordered[0])
+    init = sch.decompose_reduction(block, init_loop if init_loop is not None else ordered[0])
+    skipped = skip_init(sch, init, block) if no_init else None
+    if vector_init and not skipped:
+        vectorize_init(sch, init, mk.lanes)
     sch.tensorize(loops[nest[0]], intrin_name or register(mk))
+    return skipped
+
+
+def vectorize_init(sch, init, lanes: int) -> bool:
+    """Vectorize the init block's innermost loop when it runs over whole vectors: left to itself LLVM stores the
+    zeros in narrower pieces (seen: 256-bit stores on AVX-512), and on a short reduction the init's stores are a
+    visible share of the output's round trip. The nest's vector dimension is innermost (loop_nest), so the loop
+    is the output's contiguous index. Returns whether it did."""
+    inner = sch.get_loops(init)[-1]
+    extent = sch.get(inner).extent
+    if not isinstance(extent, tir.IntImm) or int(extent) % lanes:
+        return False
+    sch.vectorize(inner)
+    return True
 
 
 def tensorized_tile(mk: Microkernel, repeat: int = 1):
