@@ -375,7 +375,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     where each tensorized call covers the whole reduction, its accumulators start at zero instead of loading
     the output tile the reduction's init has just zeroed (False: always load, as before). `vector_init`: the
     reduction's init stores its zeros in whole vectors (intrin.vectorize_init). `skip_dead_init`: where the
-    accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init)."""
+    accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init;
+    1-thread schemes only for now)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -476,9 +477,11 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     elif threads > 1:
         notes += _parallel(sch, outer, keys, red_dims)
     # A zero-start call writes its whole tile, and no reduction loop lies above it: the init covers that tile only.
+    # Not yet under a parallel loop (its init's loops are not a plain tile there): kept, as before.
+    skip = skip_dead_init and zero_start and not npar and threads == 1
     no_init = intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name,
-                                    vector_init=vector_init, no_init=skip_dead_init and zero_start)
-    if skip_dead_init and zero_start and not no_init:
+                                    vector_init=vector_init, no_init=skip)
+    if skip and not no_init:
         notes.append("the reduction's init is not a plain tile: kept")
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
     sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, text)
