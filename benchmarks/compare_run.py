@@ -1,5 +1,7 @@
 """Shared by the scripts that take a finished `tvm-ttile compare --out DIR` run further (confirm_top.py,
-prefetch.py): its layers, and the OUT.md / OUT.json output with a --render mode that only redraws the table."""
+prefetch.py, fixed_schemes.py): the run, its layers and their operators, and the OUT.md / OUT.json output with a
+--render mode that only redraws the table."""
+import dataclasses
 import json
 import os
 
@@ -25,3 +27,18 @@ def layers_of(compare_out: str, layers: str | None) -> list:
         return layers.split(",")
     with open(os.path.join(compare_out, "compare.json")) as f:
         return list(json.load(f)["results"])
+
+
+def read_run(compare_out: str) -> dict:
+    with open(os.path.join(compare_out, "compare.json")) as f:
+        return json.load(f)
+
+
+def operator_of(run: dict, layer: str, prepack: bool | None = None):
+    """The operator the run tuned as `layer` (its shapes file's entry, else the named layer), with its weights as
+    the run had them (`prepack`: overrides)."""
+    from tvm_ttile.operators import OPERATORS, get_layer
+
+    shape = dict(run.get("shapes", {}).get(layer) or {})
+    op = OPERATORS[shape.pop("op")](**shape, name=layer) if shape else get_layer(layer)
+    return dataclasses.replace(op, prepack=run.get("prepack", True) if prepack is None else prepack)

@@ -11,7 +11,6 @@ then everything is timed in this process, round-robin.
 Single thread. Writes OUT.md and OUT.json (default results/fixed_schemes).
 """
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -19,7 +18,7 @@ import statistics
 import sys
 import time
 
-from compare_run import add_output_args, render_only
+from compare_run import add_output_args, operator_of, read_run, render_only
 
 
 # Lowerings of one scheme: lowering.lower's keyword arguments.
@@ -49,16 +48,12 @@ def main():
     from tvm_ttile.baselines import get_system, in_process_timers, work_dir_for
     from tvm_ttile.lowering import lower, problem_of
     from tvm_ttile.measure import build_module, timing_args
-    from tvm_ttile.operators import OPERATORS, get_layer
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
 
-    with open(os.path.join(args.compare_out, "compare.json")) as f:
-        run = json.load(f)
-    shape = dict(run.get("shapes", {}).get(args.layer) or {})
-    op = OPERATORS[shape.pop("op")](**shape, name=args.layer) if shape else get_layer(args.layer)
-    prepack = run.get("prepack", True) and not args.in_place
-    op = dataclasses.replace(op, prepack=prepack)
+    run = read_run(args.compare_out)
+    op = operator_of(run, args.layer, prepack=False if args.in_place else None)
+    prepack = op.prepack
     cpu = cpu_mod.detect_host()
     target = cpu.target(1)
     peak = cpu_mod.peak(cpu)["peak_gflops"]

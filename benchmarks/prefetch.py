@@ -11,7 +11,6 @@ the output against started at zero where a call holds the whole reduction (lower
 Single thread. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
 """
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -19,7 +18,7 @@ import statistics
 import sys
 import time
 
-from compare_run import add_output_args, layers_of, render_only
+from compare_run import add_output_args, layers_of, operator_of, read_run, render_only
 
 
 def main():
@@ -45,13 +44,11 @@ def main():
     from tvm_ttile.baselines.libraries import LIBRARIES
     from tvm_ttile.lowering import lower, problem_of, scheme_of_schedule
     from tvm_ttile.measure import build_module, timing_args
-    from tvm_ttile.operators import OPERATORS, get_layer
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
 
     layers = layers_of(args.compare_out, args.layers)
-    with open(os.path.join(args.compare_out, "compare.json")) as f:
-        run = json.load(f)
+    run = read_run(args.compare_out)
     if args.skip_init:
         variants = {"init kept": {"skip_dead_init": False}, "dead init skipped": {"skip_dead_init": True}}
     elif args.vector_init:
@@ -67,9 +64,7 @@ def main():
     timers, rows = [], []
     flops = {}
     for layer in layers:
-        shape = dict(run.get("shapes", {}).get(layer) or {})
-        op = OPERATORS[shape.pop("op")](**shape, name=layer) if shape else get_layer(layer)
-        op = dataclasses.replace(op, prepack=run.get("prepack", True))
+        op = operator_of(run, layer)
         flops[layer] = op.flops
         work = work_dir_for(os.path.join(args.compare_out, "work"), "tvm_ttile",
                             layer + ("-prepack" if op.prepack else ""), 0, cpu.isa.name)
