@@ -25,11 +25,16 @@ import numpy as np
 
 def reference(family, params, inputs):
     """numpy's result of the workload on `inputs` (params with their defaults filled in, _conv_params)."""
-    from tvm_ttile.operators import conv2d_nhwc_reference
+    from tvm_ttile.operators import conv1d_nwc_reference, conv2d_nhwc_reference
 
     x, w = inputs
     if family == "GMM":
         return x @ w
+    if family == "C1D":  # (N, L, CI, CO, kernel, stride, padding, dilation, groups)
+        stride, pad, dil, groups = (tuple(params[5:]) + (1, 0, 1, 1)[len(params) - 5:])
+        if groups != 1:
+            raise ValueError("no numpy reference for grouped C1D")
+        return conv1d_nwc_reference(x, w, stride, pad, dil)
     if family in ("C2D", "DIL", "GRP"):
         n, h, wd, ci, co, k, stride, pad, dil, groups = params
         return conv2d_nhwc_reference(x, w, stride, pad, dil, groups)

@@ -5,10 +5,12 @@ then everything is timed in this process, round-robin.
 
     python benchmarks/fixed_schemes.py COMPARE_OUT --layer L --schemes "[...]" "[...]" \
         [--variants as-is,vector-init,skip-init] [--systems template-random,tvm_ttile,numpy] [--in-place] \
-        [--rounds 7] [--out FILE]
+        [--threads N] [--rounds 7] [--out FILE]
 
 `--variants`: each scheme lowered several ways (VARIANTS: lower()'s options). `--in-place`: the weights as an argument read where they lie (default: as the run had them, e.g. --prepack).
-Single thread. Writes OUT.md and OUT.json (default results/fixed_schemes).
+`--threads N`: schemes lowered for N threads (a scheme without a Par level gets its outer loops parallelized,
+said in its notes), libraries run on N threads, % of the N-thread peak; a tuner's best is then read from its
+N-thread work dir. Writes OUT.md and OUT.json (default results/fixed_schemes).
 """
 import argparse
 import json
@@ -37,6 +39,7 @@ def main():
     ap.add_argument("--variants", default="as-is", help="comma-separated lowerings of each scheme: " +
                     ", ".join(f"{k} ({v or 'default'})" for k, v in VARIANTS.items()))
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
+    ap.add_argument("--threads", type=int, default=1, help="threads of every kernel timed")
     add_output_args(ap, "fixed_schemes")
     args = ap.parse_args()
     if render_only(args, render):
@@ -55,16 +58,18 @@ def main():
     op = operator_of(run, args.layer, prepack=False if args.in_place else None)
     prepack = op.prepack
     cpu = cpu_mod.detect_host()
-    target = cpu.target(1)
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    threads = args.threads
+    cpu_mod.use_threads(threads)  # before TVM sizes its pool
+    target = cpu.target(threads)
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     rows, timers = [], []
     systems = [s for s in args.systems.split(",") if s]
     if systems:
         run_layer = args.layer + ("-prepack" if run.get("prepack") else "")
         entries = [(s, None if not get_system(s).tunes else
-                    work_dir_for(os.path.join(args.compare_out, "work"), s, run_layer, 0, cpu.isa.name))
+                    work_dir_for(os.path.join(args.compare_out, "work"), s, run_layer, 0, cpu.isa.name, threads))
                    for s in systems]
-        timers += in_process_timers(entries, op, cpu)
+        timers += in_process_timers(entries, op, cpu, threads)
         rows += [{"what": s, "kind": "system"} for s in systems]
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -73,7 +78,8 @@ def main():
     for text in args.schemes:
         for variant in variants:
             func = op.prim_func(cpu.lanes)
-            lowered = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(text), func, **VARIANTS[variant])
+            lowered = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(text), func, threads=threads,
+                            **VARIANTS[variant])
             mod = lowered.sch.mod
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
@@ -90,7 +96,7 @@ def main():
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g), percent_of_peak=100 * statistics.median(g) / peak)
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
-            "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "rounds": args.rounds, "layer": args.layer,
+            "machine": cpu.name, "isa": cpu.isa.name, "threads": threads, "rounds": args.rounds, "layer": args.layer,
             "weights": "prepacked (constant, packed at build time)" if prepack else "in place, read at every call",
             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(args.out + ".json", "w") as f:
@@ -99,14 +105,17 @@ def main():
 
 
 def render(data, path):
-    lines = [f"# Fixed schemes on {data['layer']}, {data['machine']} ({data['isa']}), 1 thread", "",
-             f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS (cached "
-             f"measurement of this CPU); weights {data['weights']}; {data['rounds']} round-robin rounds, each a "
+    threads = data.get("threads", 1)
+    lines = [f"# Fixed schemes on {data['layer']}, {data['machine']} ({data['isa']}), {threads} thread"
+             + "s" * (threads > 1), "",
+             f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS at {threads} "
+             f"thread{'s' * (threads > 1)}, cached measurement of this CPU); weights {data['weights']}; {data['rounds']} round-robin rounds, each a "
              "median of 5 repeats; medians over rounds (min-max in brackets). Every scheme checked against numpy "
              "before it is timed; the systems' bests were verified by their run.", "",
              "| what | GFLOPS | % of peak | min-max |", "|---|---:|---:|---|"]
     for r in data["rows"]:
         what = f"`{r['what']}` {r.get('variant', 'as-is')}" if r["kind"] == "scheme" else r["what"]
+        what += "".join(f" ({n})" for n in r.get("notes") or ())  # e.g. an init kept, loops parallelized
         lines.append(f"| {what} | {r['median']:.1f} | {r['percent_of_peak']:.1f} | "
                      f"{min(r['gflops']):.1f}-{max(r['gflops']):.1f} |")
     with open(path, "w") as f:

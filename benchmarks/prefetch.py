@@ -6,9 +6,10 @@ the output against started at zero where a call holds the whole reduction (lower
 `--vector-init` the reduction's init as LLVM vectorizes it against vectorized explicitly (lower(vector_init=));
 `--skip-init` the init kept against replaced by nothing where it is dead (lower(skip_dead_init=)).
 
-    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init] [--rounds 7]
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init] [--rounds 7] [--threads N]
 
-Single thread. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
+One thread unless `--threads N`: each 1-thread best lowered for N threads, its outer spatial loops parallelized,
+and numpy on N threads. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
 """
 import argparse
 import json
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("--skip-init", action="store_true",
                     help="the reduction's init kept against skipped where zero-start microkernels make it dead")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
+    ap.add_argument("--threads", type=int, default=1, help="each best lowered for N threads (its outer spatial "
+                    "loops parallelized when it has no Par level) and numpy on N threads")
     add_output_args(ap, "prefetch")
     args = ap.parse_args()
     if render_only(args, render):
@@ -59,8 +62,10 @@ def main():
     else:
         variants = {f"prefetch {d}": {"prefetch": int(d)} for d in args.distances.split(",")}
     cpu = cpu_mod.detect_host()
-    target = cpu.target(1)
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    threads = args.threads
+    cpu_mod.use_threads(threads)  # before TVM sizes its pool
+    target = cpu.target(threads)
+    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     timers, rows = [], []
     flops = {}
     for layer in layers:
@@ -70,11 +75,12 @@ def main():
                             layer + ("-prepack" if op.prepack else ""), 0, cpu.isa.name)
         scheme = scheme_of_schedule(tvm.s_tir.Schedule(best_module(op, work, cpu)))
         if type(op).__name__ in LIBRARIES["numpy"]:
-            timers.append(lambda op=op: LIBRARIES["numpy"][type(op).__name__](op, 1)[1])
+            timers.append(lambda op=op: LIBRARIES["numpy"][type(op).__name__](op, threads)[1])
             rows.append({"layer": layer, "variant": "numpy", "scheme": None})
         for label, kwargs in variants.items():
             func = op.prim_func(cpu.lanes)
-            mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, **kwargs).sch.mod
+            mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, threads=threads,
+                        **kwargs).sch.mod
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
                 sys.exit(f"{layer}, {label}: output differs from numpy by {err}")
@@ -90,7 +96,7 @@ def main():
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g))
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
-            "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "rounds": args.rounds, "variants": list(variants),
+            "machine": cpu.name, "isa": cpu.isa.name, "threads": threads, "rounds": args.rounds, "variants": list(variants),
             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(args.out + ".json", "w") as f:
         json.dump(data, f, indent=1)
@@ -117,10 +123,14 @@ def render(data, path):
                                                                  "reduction")
     else:
         title, what = "Weight prefetch", "with the weights prefetched d reduction steps ahead (0: none)"
-    lines = [f"# {title} in the microkernels, {data['machine']} ({data['isa']}), 1 thread",
+    threads = data.get("threads", 1)
+    lines = [f"# {title} in the microkernels, {data['machine']} ({data['isa']}), {threads} thread"
+             + "s" * (threads > 1),
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "
              f"{data['rounds']} round-robin rounds, each a median of 5 repeats; medians over rounds. Each layer: "
-             f"the scheme of tvm_ttile's best (seed 0), lowered {what}, each checked against numpy before it is "
+             f"the scheme of tvm_ttile's best (seed 0)"
+             + (f" lowered for {threads} threads (no Par level: its outer spatial loops parallelized)"
+                if threads > 1 else "") + f", lowered {what}, each checked against numpy before it is "
              "timed; weights as the comparison ran (prepacked ones untimed), numpy (matmul) packs in its call.", "",
              "| layer | numpy | " + " | ".join(vs) + " | " + " | ".join(f"{v} / {base}" for v in others) + " |",
              "|---|---:|" + "---:|" * len(vs) + "---:|" * len(others)]

@@ -322,6 +322,23 @@ def test_dead_init_skipped_only_where_zero_start_calls_write_its_whole_tile(host
         register_by_name(name)
 
 
+@pytest.mark.parametrize("threads", (1, 2))
+def test_dead_init_skipped_where_the_output_index_is_offset(host, threads):
+    """A grouped conv2d writes output channel group * K/G + k: the init's tile is still a plain tile (each loop
+    moves one index by 1), so its dead init is dropped, with and without a parallel loop above it."""
+    from tvm_ttile.microkernels import intrin
+
+    L = host.lanes
+    op = Conv2d(K=4 * L, C=6, H=6, W=6, R=3, S=3, pad=1, groups=2)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    text = "[Par(6,w),T(2,k),T(3,h),T(3,c),U(3,s),U(3,r),U(2,h),V(k)]" if threads > 1 else \
+        "[T(6,w),T(2,k),T(3,h),T(3,c),U(3,s),U(3,r),U(2,h),V(k)]"
+    lowered = lower(problem, Scheme.parse(text), op.prim_func(L), threads=threads)
+    assert not lowered.notes and any(n.startswith(intrin.NO_INIT) for n in lowered.intrinsics), lowered
+    got, ref = run_against_reference(op, lowered.sch.mod, host.target(threads), seed=1)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))
+
+
 @pytest.mark.parametrize("kind,case", [("conv2d", 2), ("conv2d", 3), ("depthwise", 1), ("matmul", 2)])
 def test_dead_init_skipped_on_drawn_schemes_stays_right(host, kind, case):
     """skip_dead_init on drawn schemes of random odd shapes (conv2d with padding, strides, dilations, depthwise,

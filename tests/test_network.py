@@ -104,6 +104,33 @@ def test_torch_and_onnx_forms_share_weights():
     np.testing.assert_allclose(got, b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_conv1d_network_is_tuned_by_tvm_ttile_and_correct(small_catalog, host, tmp_path):
+    """A 1-d convolution + ReLU from ONNX (NCW, weights KCS): prepare converts it to NWC / WIO, tvm_ttile tunes it as
+    a conv2d of height 1 with the ReLU fused, and the build matches numpy."""
+    from onnx import TensorProto, helper
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.operators import conv1d_nwc_reference
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((2 * host.lanes, 5, 3), dtype=np.float32)  # K C S
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1], strides=[2]), helper.make_node("Relu", ["c"], ["y"])],
+        "tcn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 29])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.flatten())])
+    net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
+    mod = nw.prepare(net.mod)
+    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    (task,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
+    assert task.shape.startswith("conv2d") and "relu" in task.name
+    x = rng.standard_normal((1, 5, 29), dtype=np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
+    ref = np.maximum(conv1d_nwc_reference(x.transpose(0, 2, 1), w.transpose(2, 1, 0), 2, 1), 0).transpose(0, 2, 1)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_tune_model_with_the_model_strategy_between_metaschedule_tasks(small_catalog, tmp_path, capsys):
     """--strategy model reaches every conv2d/matmul task, also those tuned after a MetaSchedule task."""
     from tvm_ttile import cli

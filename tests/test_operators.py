@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from tvm_ttile.errors import ShapeError, UnsupportedDtypeError
-from tvm_ttile.operators import (BatchMatmul, Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer,
+from tvm_ttile.operators import (BatchMatmul, Conv1d, Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer,
                                  load_shapes, matmul_shapes)
 
 
@@ -90,6 +90,26 @@ def test_conv_te_matches_reference():
     np.testing.assert_allclose(out.numpy(), cv.reference(x, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("vector_lanes", [None, 8])
+def test_conv1d_te_matches_reference(vector_lanes):
+    """Its TE definition (with K padded to whole vectors: the W_pad and O_unpad copies) against the reference,
+    which is checked against plain loops."""
+    import tvm
+
+    cv = Conv1d(K=5, C=3, W=13, S=3, stride=2, pad=(2, 1), dilation=2)
+    lib = tvm.compile(tvm.IRModule({"main": cv.prim_func(vector_lanes)}), target=tvm.target.Target({"kind": "llvm"}))
+    x, w = cv.random_inputs()
+    dev = tvm.cpu()
+    out = tvm.runtime.tensor(np.zeros(cv.output_shape, np.float32), dev)
+    lib(tvm.runtime.tensor(x, dev), tvm.runtime.tensor(w, dev), out)
+    ref = cv.reference(x, w)
+    xp = np.pad(x, ((0, 0), (2, 1), (0, 0)))
+    loops = np.array([[[sum(xp[0, l * 2 + s * 2, c] * w[s, c, k] for s in range(3) for c in range(3))
+                        for k in range(5)] for l in range(cv.out_w)]])
+    np.testing.assert_allclose(ref, loops, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_pad_takes_one_int_height_width_or_four_sides():
     base = dict(K=4, C=3, H=9, W=8, R=1, S=7)
     assert Conv2d(**base, pad=(2, 2, 2, 2)).pad == 2  # one canonical form: equal pads are an int
@@ -161,8 +181,10 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
          "pad": [2, 2, 3, 3], "N": 2},
         {"name": "qkv", "op": "matmul", "M": 8, "N": 32, "K": 16, "dense": True},
         {"name": "resnext", "op": "conv2d", "K": 128, "C": 128, "H": 56, "W": 56, "R": 3, "S": 3, "pad": 1, "groups": 32},
-        {"name": "scores", "op": "batch_matmul", "B": 12, "M": 128, "N": 128, "K": 64, "layout": "nt"}]}))
-    inc, stem, qkv, resnext, scores = load_shapes(path)
+        {"name": "scores", "op": "batch_matmul", "B": 12, "M": 128, "N": 128, "K": 64, "layout": "nt"},
+        {"name": "tcn", "op": "conv1d", "K": 64, "C": 40, "W": 101, "S": 5, "stride": 2, "pad": [1, 3]}]}))
+    inc, stem, qkv, resnext, scores, tcn = load_shapes(path)
+    assert isinstance(tcn, Conv1d) and (tcn.pads, tcn.out_w, tcn.flops) == ((1, 3), 51, 2 * 51 * 64 * 40 * 5)
     assert (resnext.groups, resnext.flops) == (32, 2 * 56 * 56 * 128 * 4 * 9)
     assert isinstance(scores, BatchMatmul) and (scores.B, scores.layout, scores.name) == (12, "nt", "scores")
     assert (inc.name, inc.R, inc.S, inc.pads, inc.out_w) == ("inc-1x7", 1, 7, (0, 3, 0, 3), 17)
@@ -175,7 +197,9 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
     ('{"layers": []}', 'non-empty list under "layers"'),
     ('{"layers": [{"name": "a b", "op": "conv2d"}]}', "layer 1: \"name\" must be"),
     ('{"layers": [{"name": "a", "op": "pool"}]}',
-     "layer 1 (a): \"op\" must be one of conv2d, depthwise, matmul, batch_matmul"),
+     "layer 1 (a): \"op\" must be one of conv2d, depthwise, conv1d, matmul, batch_matmul"),
+    ('{"layers": [{"name": "a", "op": "conv1d", "K": 4, "C": 3, "W": 8, "S": 3, "pad": [1, 2, 3]}]}',
+     "layer 1 (a): conv1d pad must be one int or [left, right]"),
     ('{"layers": [{"name": "a", "op": "batch_matmul", "B": 2, "M": 4, "N": 4, "K": 4, "layout": "x"}]}',
      "layer 1 (a): batch matmul layout must be one of nn, nt, tn"),
     ('{"layers": [{"name": "a", "op": "matmul", "M": 4, "N": 4}]}', "missing field(s) K"),

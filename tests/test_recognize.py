@@ -1,6 +1,7 @@
 """Recognition by structure: hand-written variants (renamed blocks, permuted iterators, transposed operands,
-batch matmuls, depthwise and grouped convolutions, blocks that are not contractions) get the right dimensions
-or a one-line refusal, and every variant tvm_ttile tunes matches numpy after lowering with sampled schemes."""
+batch matmuls, depthwise, grouped and 1-d convolutions, blocks that are not contractions) get the right
+dimensions or a one-line refusal, and every variant tvm_ttile tunes matches numpy after lowering with sampled
+schemes."""
 import random
 
 import numpy as np
@@ -12,7 +13,7 @@ from tvm.tirx import IndexMap
 from kernels import conv_kept, depthwise_kept, matmul_kept
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower, problem_of
-from tvm_ttile.operators import conv2d_nhwc_reference
+from tvm_ttile.operators import conv1d_nwc_reference, conv2d_nhwc_reference
 from tvm_ttile.recognize import recognize, recognize_all
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.space import Space
@@ -105,6 +106,27 @@ def test_recognizes_convolutions_by_structure():
     assert (c.kind, c.groups, c.batch_size, dict(c.extents)["k"], dict(c.extents)["c"]) == ("grouped_conv2d", 4, 4, 16, 2)
 
 
+def conv1d(N, L, C, K, S, stride=1, pad=0, dilation=1, groups=1, layout="NWC"):
+    """A 1-d convolution as Ansor's suite writes it (te_workload.conv1d_nlc: NWC input and output, WIO weights),
+    or in PyTorch's NCW / OIW layouts."""
+    from tvm.s_tir.meta_schedule.testing.te_workload import conv1d_nlc
+
+    if layout == "NWC":
+        return te.create_prim_func(list(conv1d_nlc(N, L, C, K, S, stride, pad, dilation, groups)))
+    x, w = te.placeholder((N, C, L), name="x"), te.placeholder((K, C, S), name="w")
+    c, s = te.reduce_axis((0, C), "c"), te.reduce_axis((0, S), "s")
+    return te.create_prim_func([x, w, te.compute((N, K, (L - dilation * (S - 1) - 1) // stride + 1), lambda n, k, l:
+                                                 te.sum(x[n, c, l * stride + s * dilation] * w[k, c, s], axis=[c, s]))])
+
+
+def test_recognizes_a_1d_convolution_as_a_conv2d_of_height_1():
+    c = recognize(conv1d(1, 37, 5, 32, 3, stride=2, pad=1))
+    assert (c.kind, c.op, c.one_d, c.stride, c.dilation, c.transposed) == ("conv1d", "conv2d", True, 2, 1, ())
+    assert dict(c.extents) == {"n": 1, "h": 1, "w": 19, "k": 32, "r": 1, "s": 3, "c": 5}
+    c = recognize(conv1d(2, 29, 16, 16, 1, dilation=2))  # one tap: a unit reduction iterator in the window
+    assert (c.kind, dict(c.extents)["w"], dict(c.extents)["s"], dict(c.extents)["n"]) == ("conv1d", 29, 1, 2)
+
+
 def _nchw():
     x, w = te.placeholder((1, 8, 9, 9), name="x"), te.placeholder((16, 8, 3, 3), name="w")
     c, r, s = te.reduce_axis((0, 8), "c"), te.reduce_axis((0, 3), "r"), te.reduce_axis((0, 3), "s")
@@ -129,6 +151,8 @@ def _relax_depthwise(H=9, W=9, C=32, R=3, stride=1):
      "does not accumulate a product"),
     (lambda: te.create_prim_func([a := te.placeholder((8,), name="a"), te.compute((8,), lambda i: a[i] * 2.0)]),
      "no reduction block"),
+    (lambda: conv1d(1, 17, 8, 16, 3, layout="NCW"), "1-d convolution whose output is not NWC"),
+    (lambda: conv1d(1, 17, 8, 32, 3, groups=2), "grouped or depthwise 1-d convolution"),
 ])
 def test_refuses_with_one_line(func, why):
     with pytest.raises(TTileError, match=why) as e:
@@ -202,3 +226,33 @@ def test_depthwise_variants_match_numpy(host, case):
         return conv2d_nhwc_reference(x, w.reshape(R, R, 1, C), stride, pad, 1, groups=C)
 
     _lower_and_check(host, func, reference, inputs, depthwise_kept(host.isa.name, host.lanes), case)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_conv1d_matches_numpy(host, case):
+    """1-d convolutions on prime lengths, odd channel counts, strides, dilations and padding, tuned as conv2d of
+    height 1 through their 3-d buffers (intrin.ONE_D), divisible and partial-tile schemes, weights in place and
+    marked constant (packed), 1 and 2 threads; the output starts as NaN, so an element left unwritten would show."""
+    from tvm_ttile.microkernels.intrin import ONE_D
+
+    rng = random.Random(5000 + case)
+    L, C, S = rng.choice([29, 37, 61]), rng.choice([5, 13, 16]), rng.choice([1, 3, 5])
+    stride, pad, dilation = rng.choice([1, 2]), rng.choice([0, 1, 2]), rng.choice([1, 1, 2])
+    func = conv1d(1, L, C, host.lanes * rng.choice([1, 2]), S, stride, pad, dilation)
+    if case % 2:
+        func = func.with_attr("layout_free_buffers", [1])
+    threads = 2 if case == 3 else 1
+    problem = problem_of(func, host.isa.name, host.lanes)
+    data = np.random.default_rng(case)
+    inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
+    ref = conv1d_nwc_reference(*inputs, stride, pad, dilation)
+    space = Space(problem, conv_kept(host.isa.name, host.lanes), threads=threads)
+    for sampler in ("ttile", "nondivisible"):
+        for scheme in make_sampler(sampler, seed=case).sample_many(space, 2):
+            lowered = lower(problem, scheme, func, threads=threads)
+            assert all(n.endswith(ONE_D) for n in lowered.intrinsics if not n.startswith("ttile_noinit")), lowered
+            lib = tvm.compile(lowered.sch.mod, target=host.target(threads))
+            args = [tvm.runtime.tensor(v) for v in (*inputs, np.full(ref.shape, np.nan, np.float32))]
+            lib["main"](*args)
+            assert np.allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max()))), \
+                scheme.text

@@ -5,16 +5,17 @@ import pytest
 
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
-from tvm_ttile.operators import BatchMatmul, Conv2d, Depthwise, Matmul
+from tvm_ttile.operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Matmul
 
-KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul")
+KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d")
 
 
 def small(kind, lanes):
     return {"Conv2d": Conv2d(K=2 * lanes, C=8, H=6, W=6, R=3, S=3, pad=1, name="small-conv"),
             "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul"),
             "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise"),
-            "BatchMatmul": BatchMatmul(B=3, M=6, N=2 * lanes - 3, K=12, layout="nt", name="small-bmm")}[kind]
+            "BatchMatmul": BatchMatmul(B=3, M=6, N=2 * lanes - 3, K=12, layout="nt", name="small-bmm"),
+            "Conv1d": Conv1d(K=2 * lanes - 3, C=7, W=23, S=3, stride=2, pad=(1, 2), name="small-conv1d")}[kind]
 
 
 def grouped(lanes):
@@ -82,6 +83,21 @@ def test_a_grouped_convolution_is_tuned_or_timed_and_verified(name, host, tmp_pa
     work = str(tmp_path / name) if system.tunes else None
     try:
         res = run_system(name, grouped(host.lanes), host, trials=2, seed=0, work_dir=work, progress=False)
+    except TTileError as e:
+        if "not installed" in str(e):
+            pytest.skip(str(e))
+        raise
+    assert res.verified and (res.trials > 0) == system.tunes
+
+
+@pytest.mark.parametrize("name", ["tvm_ttile", "onnxruntime", "onednn"])  # MetaSchedule: any PrimFunc alike
+def test_a_conv1d_is_tuned_or_timed_and_verified(name, host, tmp_path, small_catalog):
+    """A 1-d convolution (outputs not whole vectors, stride 2, asymmetric padding): tvm_ttile tunes it as a conv2d
+    of height 1, the libraries run their own 1-d convolution; every output checked against numpy."""
+    system = get_system(name)
+    work = str(tmp_path / name) if system.tunes else None
+    try:
+        res = run_system(name, small("Conv1d", host.lanes), host, trials=2, seed=0, work_dir=work, progress=False)
     except TTileError as e:
         if "not installed" in str(e):
             pytest.skip(str(e))

@@ -23,7 +23,7 @@ from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, LAYOUTS, _product, canonicalize, recognize
+from .recognize import CANONICAL, CONV1D_LAYOUTS, LAYOUTS, _product, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -48,46 +48,48 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
 
 
 def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0,
-              zero_start: bool = False) -> str:
+              zero_start: bool = False, one_d: bool = False) -> str:
     extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
-    suffix = intrin.variant_suffix(packed, prefetch, zero_start)
+    suffix = intrin.variant_suffix(packed, prefetch, zero_start, one_d)
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
             f"{sub.text}{extra}{'~' + suffix if suffix else ''}")
 
 
 def _parse_tail_name(name: str):
     m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
-                     + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?)?", name)
+                     + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?"
+                     + f"({intrin.ONE_D})?)?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text, ext, packed, prefetch, zero_start = m.groups()
+    op, isa, lanes, st, dl, text, ext, packed, prefetch, zero_start, one_d = m.groups()
     problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
-    return problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0), bool(zero_start)
+    return (problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0), bool(zero_start),
+            bool(one_d))
 
 
 def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0,
-                  prefetch: int = 0, zero_start: bool = False) -> tuple:
+                  prefetch: int = 0, zero_start: bool = False, one_d: bool = False) -> tuple:
     """Register the tail intrinsic of sub-scheme `sub`: from a Lambda down, or (with `ext`, the region's
     extents) a whole scheme with partial P tiles; `packed`: reading weights prepacked in blocks of that
     many vector elements; `prefetch`: its microkernels prefetch weights that many reduction steps ahead;
     `zero_start`: its microkernels start their accumulators at zero (only where each call covers the whole
-    reduction). Returns (name, region_mk)."""
-    name = tail_name(problem, sub, ext, packed, prefetch, zero_start)
+    reduction); `one_d`: over a 1-d convolution's buffers (intrin.ONE_D). Returns (name, region_mk)."""
+    name = tail_name(problem, sub, ext, packed, prefetch, zero_start, one_d)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
                         ext if ext is not None else sub.extents(problem.lanes)[0])
     if TensorIntrin.get(name, allow_missing=True) is None:
-        desc = intrin._func(region, impl=False, packed=packed)
+        desc = intrin._func(region, impl=False, packed=packed, one_d=one_d)
         with IRBuilder() as ib:
             with T.prim_func(s_tir=True):
                 T.func_name("tail_impl")
                 params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-                A, B, C = intrin._buffers(region, params, impl=True, packed=packed)
+                A, B, C = intrin._buffers(region, params, impl=True, packed=packed, one_d=one_d)
                 full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
                 with T.sblock("root"):
                     T.reads(full(C), full(A), full(B))
                     T.writes(full(C))
-                    B = intrin.weights(B, packed)
+                    A, B, C = intrin.views(A, B, C, packed, one_d)
                     if ext is not None:
                         _emit_partial(problem, sub, ext, A, B, C, prefetch)
                     else:
@@ -172,11 +174,10 @@ def register_by_name(name: str) -> None:
     if name.startswith(intrin.NO_INIT):
         intrin.register_no_init(name)
     elif name.startswith(TAIL_PREFIX):
-        problem, sub, ext, packed, prefetch, zero_start = _parse_tail_name(name)
-        register_tail(problem, sub, ext, packed, prefetch, zero_start)
+        register_tail(*_parse_tail_name(name))
     else:
-        base, packed, prefetch, zero_start = intrin.parse_suffix(name)
-        intrin.register(Microkernel.from_name(base), packed, prefetch, zero_start)
+        base, *variant = intrin.parse_suffix(name)
+        intrin.register(Microkernel.from_name(base), *variant)
 
 
 # --- lowering -------------------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def pack_block(problem: Problem, scheme: Scheme) -> int:
 WEIGHT_INDICES = {op: layouts[1] for op, layouts in LAYOUTS.items()}  # the layouts the microkernels read
 
 
-def pack_weights(sch, block, op: str, size: int) -> int:
+def pack_weights(sch, block, op: str, size: int, one_d: bool = False) -> int:
     """Give the microkernels their weights in the blocked layout of intrin.packed_shape (one contiguous stream
     along the reduction instead of rows strided by K, which also share cache sets when the stride is a power
     of two), where that costs nothing at run time or is a copy the function makes anyway:
@@ -272,7 +273,7 @@ def pack_weights(sch, block, op: str, size: int) -> int:
       its plain loop variables (the only copy MetaSchedule can split off as preprocessing), else at each call,
       timed with the function.
     Only weights read in place as WEIGHT_INDICES (after a batch matmul's batch indices, each instance packed on
-    its own). Returns the block size, 0 when nothing was packed."""
+    its own; a 1-d convolution's as WIO). Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
@@ -280,10 +281,11 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     # A batch matmul's weights lead with the batch indices; a grouped conv2d's output channel is group * K/groups
     # + k: either way the blocked layout below cuts the same whole blocks out of the vector dimension.
     lead = batch if op == "matmul" else []
-    want = len(lead) + len(WEIGHT_INDICES[op])
+    indices = CONV1D_LAYOUTS[1] if one_d else WEIGHT_INDICES[op]
+    want = len(lead) + len(indices)
     load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
                  if len(ld.indices) == want and all(i.same_as(v) for i, v in zip(ld.indices, lead))
-                 and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], WEIGHT_INDICES[op]))),
+                 and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], indices))),
                 None)
     if load is None or len(lead) > 2:
         return 0
@@ -309,11 +311,11 @@ def pack_weights(sch, block, op: str, size: int) -> int:
     # The vector dimension (last) split into blocks, outermost below the batch. (IndexMap.from_func of a *x
     # lambda fails here.)
     blocked = {(0, 4): lambda r, s, c, k: (k // size, r, s, c, k % size),  # conv2d
-               (0, 3): lambda r, s, k: (k // size, r, s, k % size),  # depthwise
+               (0, 3): lambda r, s, k: (k // size, r, s, k % size),  # depthwise; conv1d's s, c, k
                (0, 2): lambda k, j: (j // size, k, j % size),  # matmul
                (1, 2): lambda b, k, j: (b, j // size, k, j % size),  # batch matmul
                (2, 2): lambda a, b, k, j: (a, b, j // size, k, j % size)}
-    sch.transform_layout(block, ("read", index), blocked[len(lead), len(WEIGHT_INDICES[op])])
+    sch.transform_layout(block, ("read", index), blocked[len(lead), len(indices)])
     if copy is not None:
         _write_in_order(sch, copy, size, len(lead))
     return size
@@ -375,12 +377,13 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     where each tensorized call covers the whole reduction, its accumulators start at zero instead of loading
     the output tile the reduction's init has just zeroed (False: always load, as before). `vector_init`: the
     reduction's init stores its zeros in whole vectors (intrin.vectorize_init). `skip_dead_init`: where the
-    accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init;
-    1-thread schemes only for now)."""
+    accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init),
+    at any thread count."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
     block = canonicalize(sch, contraction)
+    one_d = contraction.one_d  # a conv2d of height 1 over 3-d buffers: its intrinsics' variant
     text, notes = scheme.text, []
     if scheme.pads:  # the copies first; the loops then tile the padded problem
         notes += pad(sch, block, problem, scheme.padding)
@@ -392,7 +395,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     for spec in scheme.parallel_levels:
         chunk[spec.dim] //= spec.n
     prefetch = WEIGHT_PREFETCH[op] if prefetch is None else prefetch
-    packed = pack_weights(sch, block, op, pack_block(problem, scheme)) if prepack else 0
+    packed = pack_weights(sch, block, op, pack_block(problem, scheme), one_d) if prepack else 0
     # Batch loops (a batch matmul's batch, a grouped conv2d's groups) stay outermost, above every level of the
     # scheme; with a Par level they join the parallel loop (independent instances: more chunks, one fork).
     *batch_loops, = sch.get_loops(block)[:-len(BLOCK_DIMS[op])]
@@ -416,7 +419,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
             raise TTileError(f"{scheme.text}: with P levels the batch's levels must come first (below Par)")
         region_ext = dict(chunk)
         name, nest_mk = register_tail(problem, nest, ext={d: e for d, e in chunk.items() if d != "n"},
-                                      packed=packed, prefetch=prefetch)
+                                      packed=packed, prefetch=prefetch, one_d=one_d)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     elif cut == mk_start - 1:  # no Lambda: the microkernel and its reuse loop
         mk = microkernel_of(problem, scheme)
@@ -424,10 +427,10 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         region_loops = [(reuse, problem.reuse, mk.red // mk.get(unrolled) if unrolled else mk.red)]
         if unrolled and mk.get(unrolled) > 1:
             region_loops.append(("c_i", unrolled, mk.get(unrolled)))
-        name, nest_mk = intrin.register(mk, packed, prefetch, zero_start), mk
+        name, nest_mk = intrin.register(mk, packed, prefetch, zero_start, one_d), mk
     else:
         name, nest_mk = register_tail(problem, Scheme(scheme.specs[cut:]), packed=packed, prefetch=prefetch,
-                                      zero_start=zero_start)
+                                      zero_start=zero_start, one_d=one_d)
         region_loops = [(reuse, problem.reuse, nest_mk.red)]
     for d in intrin.loop_nest_names(op)[1:]:
         if d in BLOCK_DIMS[op]:  # not conv2d's c_i, added above when the microkernel unrolls c
@@ -476,9 +479,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
         sch.parallel(sch.fuse(*par) if len(par) > 1 else par[0])
     elif threads > 1:
         notes += _parallel(sch, outer, keys, red_dims)
-    # A zero-start call writes its whole tile, and no reduction loop lies above it: the init covers that tile only.
-    # Not yet under a parallel loop (its init's loops are not a plain tile there): kept, as before.
-    skip = skip_dead_init and zero_start and not npar and threads == 1
+    # A zero-start call writes its whole tile, and no reduction loop lies above it: the init covers that tile only
+    # (under a parallel loop too: the fused loop is shared by the init and the call).
+    skip = skip_dead_init and zero_start
     no_init = intrin.tensorize_nest(sch, block, nest_mk, region, init_loop=init_loop, intrin_name=name,
                                     vector_init=vector_init, no_init=skip)
     if skip and not no_init:

@@ -93,12 +93,13 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
 
 
 def prepare(mod):
-    """The imported Relax module with conv2d in NHWC / HWIO (permutes at the boundaries, folded on weights)."""
+    """The imported Relax module with conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries,
+    folded on weights)."""
     mod = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
-    return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})(mod)
+    return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
 
 
 def _fuse_passes(prepack: bool) -> list:

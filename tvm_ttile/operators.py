@@ -251,12 +251,100 @@ class Depthwise(_Operator):
         return conv2d_nhwc_reference(inp, wgt[:, :, None, :], self.stride, self.pad, self.dilation, groups=self.C)
 
 
+@dataclasses.dataclass(frozen=True)
+class Conv1d(_Operator):
+    """A 1-d convolution, NWC x WIO (taps, input channels, outputs) -> NWC, as Relax's conv1d in NWC / WIO and
+    Ansor's conv1d_nlc write it: tuned as a conv2d of height 1 (Problem.from_operator) on its own 3-d buffers."""
+    K: int
+    C: int
+    W: int  # input length before padding
+    S: int
+    stride: int = 1
+    pad: int | tuple = 0  # one int or (left, right); kept as an int when both agree
+    dilation: int = 1
+    N: int = 1
+    name: str = ""
+    dtype: str = "float32"
+    prepack: bool = False  # weights are a layer's constants (_prim_func)
+    BLOCK = "conv1d_nwc"
+
+    def __post_init__(self):
+        check_positive(K=self.K, C=self.C, W=self.W, S=self.S, stride=self.stride, dilation=self.dilation, N=self.N)
+        check_dtype(self.dtype)
+        pads = (self.pad, self.pad) if isinstance(self.pad, int) else tuple(self.pad)
+        if len(pads) != 2 or any(not isinstance(p, int) or p < 0 for p in pads):
+            raise ShapeError(f"conv1d pad must be one int or [left, right] of ints >= 0, got {self.pad!r}")
+        object.__setattr__(self, "pad", pads[0] if pads[0] == pads[1] else pads)
+        if self.out_w <= 0:
+            raise ShapeError(f"conv1d {self} has an empty output (length {self.out_w})")
+
+    @property
+    def pads(self) -> tuple:
+        """(left, right)."""
+        return (self.pad, self.pad) if isinstance(self.pad, int) else self.pad
+
+    @property
+    def out_w(self) -> int:
+        left, right = self.pads
+        return (self.W + left + right - self.dilation * (self.S - 1) - 1) // self.stride + 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.out_w * self.K * self.C * self.S
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.N, self.out_w, self.K)
+
+    def te(self, vector_lanes: int | None = None):
+        """(input, weight, output) TE tensors; K padded to whole vectors as Conv2d.te does (W_pad, O_unpad)."""
+        from tvm import te
+
+        inp = te.placeholder((self.N, self.W, self.C), self.dtype, name="I")
+        kp = _padded(self.K, vector_lanes)
+        wgt_in = te.placeholder((self.S, self.C, kp if self.prepack else self.K), self.dtype, name="W")
+        wgt = wgt_in if kp == self.K or self.prepack else te.compute(
+            (self.S, self.C, kp), lambda s, c, k: wgt_in[s, c, te.min(k, self.K - 1)], name="W_pad")
+        src = inp
+        left, right = self.pads
+        if left or right:
+            src = te.compute((self.N, self.W + left + right, self.C), lambda n, w, c: te.if_then_else(
+                te.all(w >= left, w < self.W + left), inp[n, w - left, c], 0.0), name="pad_temp")
+        s = te.reduce_axis((0, self.S), name="s")
+        c = te.reduce_axis((0, self.C), name="c")
+        st, dl = self.stride, self.dilation
+        out = te.compute((self.N, self.out_w, kp), lambda n, w, k: te.sum(
+            src[n, w * st + s * dl, c] * wgt[s, c, k], axis=[s, c]), name=self.BLOCK)
+        if kp != self.K:
+            out = te.compute(self.output_shape, lambda n, w, k: out[n, w, k], name="O_unpad")
+        return inp, wgt_in, out
+
+    def operand_shapes(self) -> dict:
+        return {"input": (self.N, self.W, self.C), "weights": (self.S, self.C, self.K), "output": self.output_shape}
+
+    def random_inputs(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        shapes = self.operand_shapes()
+        return (rng.standard_normal(shapes["input"], dtype=np.float32),
+                rng.standard_normal(shapes["weights"], dtype=np.float32))
+
+    def reference(self, inp, wgt):
+        return conv1d_nwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
+
+
 def normalize_pad(pad) -> tuple:
     """(top, left, bottom, right) from one int, (h, w) or (top, left, bottom, right); ShapeError otherwise."""
     values = (pad,) if isinstance(pad, int) else tuple(pad) if isinstance(pad, (tuple, list)) else ()
     if len(values) not in (1, 2, 4) or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
         raise ShapeError(f"pad must be one non-negative integer, (h, w) or (top, left, bottom, right), got {pad!r}")
     return values * 4 if len(values) == 1 else values * 2 if len(values) == 2 else values
+
+
+def conv1d_nwc_reference(inp, wgt, stride=1, pad=0, dilation=1):
+    """numpy 1-d convolution, NWC x WIO (taps, input channels, outputs) -> NWC; `pad` one int or (left, right):
+    the conv2d of height 1 it is tuned as."""
+    left, right = (pad, pad) if isinstance(pad, int) else pad
+    return conv2d_nhwc_reference(inp[:, None], wgt[None], stride, (0, left, 0, right), dilation)[:, 0]
 
 
 def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
@@ -513,24 +601,27 @@ def get_layer(name: str):
 SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
                            "optional": ("stride", "pad", "dilation", "N", "groups")},
                 "depthwise": {"required": ("C", "H", "W", "R", "S"), "optional": ("stride", "pad", "dilation", "N")},
+                "conv1d": {"required": ("K", "C", "W", "S"), "optional": ("stride", "pad", "dilation", "N")},
                 "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)},
                 "batch_matmul": {"required": ("B", "M", "N", "K"), "optional": ("layout",)}}
 
 
-OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "matmul": Matmul, "batch_matmul": BatchMatmul}
+OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "matmul": Matmul,
+             "batch_matmul": BatchMatmul}
 
 
 def kind_of(operator) -> str:
-    """The shapes-file "op" of an operator ("conv2d", "depthwise", "matmul", "batch_matmul")."""
+    """The shapes-file "op" of an operator ("conv2d", "depthwise", "conv1d", "matmul", "batch_matmul")."""
     return next(kind for kind, cls in OPERATORS.items() if isinstance(operator, cls))
 
 
 def load_shapes(path) -> list:
-    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "matmul" |
-    "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride, pad,
-    dilation, N = batch, groups; depthwise: the same without K and groups; matmul: M, N, K, dense; batch_matmul:
-    B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or [top, left, bottom, right]. Every problem is a
-    ShapeError naming the file, the entry and the field."""
+    """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "conv1d" |
+    "matmul" | "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride,
+    pad, dilation, N = batch, groups; depthwise: the same without K and groups; conv1d: K, C, W, S, stride, pad,
+    dilation, N; matmul: M, N, K, dense; batch_matmul: B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or
+    [top, left, bottom, right] ([left, right] for conv1d). Every problem is a ShapeError naming the file, the entry
+    and the field."""
     import os
     import re
 

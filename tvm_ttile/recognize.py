@@ -8,7 +8,9 @@ expressions alone:
   batch dimensions (batch matmul);
 - an input index of the form h * stride + r * dilation (a sliding window): a convolution, NHWC when the output's
   channel is its last index (the weights' variable), depthwise when the output channel also indexes the input
-  and nothing else is reduced, grouped when the input channel is computed from the output channel.
+  and nothing else is reduced, grouped when the input channel is computed from the output channel; with one
+  window and a 3-d output (NWC), a 1-d convolution, tuned as a conv2d of height 1 (canonicalize adds the unit h
+  and r iterators; its intrinsics read the 3-d buffers, intrin.ONE_D).
 The weights (the operand holding the output's innermost, vectorized variable) and the input may be read in
 any layout; `Contraction.transposed` says which ones lowering must copy into the microkernels' layout.
 """
@@ -33,7 +35,10 @@ LAYOUTS = {"conv2d": (("n", "h", "w", "c"), ("r", "s", "c", "k"), ("n", "h", "w"
            "depthwise": (("n", "h", "w", "k"), ("r", "s", "k"), ("n", "h", "w", "k"))}
 # Kinds tvm_ttile recognizes, and the operator whose structured space tunes each (None: recognized, refused).
 KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "grouped_conv2d": "conv2d",
-         "conv2d_nchw": None, "depthwise_conv2d": "depthwise"}
+         "conv2d_nchw": None, "depthwise_conv2d": "depthwise", "conv1d": "conv2d"}
+# The dimensions a 1-d convolution lacks (extent 1 in its conv2d problem) and its operands' layouts.
+CONV1D_UNIT = ("h", "r")
+CONV1D_LAYOUTS = (("n", "w", "c"), ("s", "c", "k"), ("n", "w", "k"))
 REFUSALS = {
     "conv2d_nchw": "an NCHW conv2d: tvm_ttile tunes NHWC/HWIO; convert the layout first, e.g. "
                    "relax.transform.ConvertLayout({'relax.nn.conv2d': ['NHWC', 'HWIO']}) as tvm-ttile tune-model does",
@@ -62,6 +67,11 @@ class Contraction:
         return KINDS[self.kind]
 
     @property
+    def one_d(self) -> bool:
+        """A 1-d convolution: tuned as a conv2d of height 1 over its 3-d buffers."""
+        return self.kind == "conv1d"
+
+    @property
     def batch_size(self) -> int:
         """Independent instances of the operator: a batch matmul's batch, a grouped convolution's groups."""
         size = self.groups
@@ -79,9 +89,10 @@ class Contraction:
         return None
 
     def order(self) -> list:
-        """Block iterator indices in lowering's order: batch iterators, then CANONICAL."""
+        """Block iterator indices in lowering's order: batch iterators, then CANONICAL (None: a unit iterator
+        canonicalize adds, a 1-d convolution's h and r)."""
         dims = dict(self.dims)
-        return [i for i, _ in self.batch] + [dims[d] for d in CANONICAL[self.op]]
+        return [i for i, _ in self.batch] + [dims.get(d) for d in CANONICAL[self.op]]
 
 
 def blocks(sch) -> list:
@@ -201,6 +212,8 @@ def _matmul(name, out, reduce, loads, extent):
 
 def _convolution(name, out, reduce, loads, compound, extent, group):
     """`group(pos, k, c, kg)`: whether the input's index at `pos` is k // kg * extent(c) + c."""
+    if len(out) == 3 and sum(compound) == 1:
+        return _convolution_1d(name, out, reduce, loads, compound, extent)
     if len(out) != 4 or sum(compound) != 1:
         return f"block {name!r} is not a 2-d convolution (a 4-d output and one input read through windows)"
     xi = compound.index(True)
@@ -287,6 +300,47 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
                        transposed, weights_first, layouts, groups)
 
 
+def _convolution_1d(name, out, reduce, loads, compound, extent):
+    """A 1-d convolution out[n, w, k] += in[n, w * stride + s * dilation, c] * weights[s, c, k] (NWC, WIO: the
+    layouts its conv2d of height 1 reads in place); other layouts, groups and depthwise ones get their line."""
+    xi = compound.index(True)
+    inp, wgt = loads[xi], loads[1 - xi]
+    wv = _plain(wgt)
+    windows = [(pos, t) for pos, (t, _) in enumerate(inp) if t is not None and len(t) == 2
+               and not any(v in wv and v not in reduce for v in t)]
+    if len(windows) != 1:
+        return f"block {name!r} is not a 1-d convolution (it reads {len(windows)} sliding windows, not 1)"
+    pos_w, t = windows[0]
+    (w, stride), (s, dilation) = sorted(t.items(), key=lambda kv: kv[0] in reduce)
+    if w in reduce or s not in reduce:
+        return f"block {name!r} is not a 1-d convolution (a window is not output * stride + tap * dilation)"
+    n = next((v for v in out if v != w and v in _plain(inp)), None)
+    ch_out = [v for v in out if v not in (w, n)]
+    if n is None or len(ch_out) != 1:
+        return f"block {name!r} is not a 1-d convolution (no batch or no output channel)"
+    k = ch_out[0]
+    rest = set(reduce) - {s}
+    channel = [pos for pos, (tt, _) in enumerate(inp) if pos != pos_w and (tt is None or n not in tt)]
+    if len(rest) != 1 or len(channel) != 1 or inp[channel[0]][0] != {next(iter(rest)): 1}:
+        return f"block {name!r} is a grouped or depthwise 1-d convolution: tvm_ttile tunes plain ones (NWC, WIO)"
+    dims = {"n": n, "w": w, "k": k, "s": s, "c": next(iter(rest))}
+    names = {v: d for d, v in dims.items()}
+    got = (tuple(names.get(v) for v in out),
+           tuple("w" if pos == pos_w else names.get(next(iter(tt))) if tt and len(tt) == 1 else None
+                 for pos, (tt, _) in enumerate(inp)),
+           tuple(names.get(v) for v in wv))
+    for role, have, want, layout in zip(("output", "input", "weights"), got, CONV1D_LAYOUTS[2:] + CONV1D_LAYOUTS[:2],
+                                        ("NWC", "NWC", "WIO")):
+        if have != want:
+            return (f"block {name!r} is a 1-d convolution whose {role} is not {layout}: tvm_ttile tunes NWC / WIO; "
+                    "convert the layout first, e.g. relax.transform.ConvertLayout({'relax.nn.conv1d': ['NWC', 'WIO']}) "
+                    "as tvm-ttile tune-model does")
+    order = CANONICAL["conv2d"]
+    extents = tuple((d, 1 if d in CONV1D_UNIT else extent[dims[d]]) for d in order)
+    return Contraction("conv1d", name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
+                       (), compound.index(True) == 1, (("input", got[1]), ("weights", got[2])))
+
+
 def recognize(func) -> Contraction:
     """The one contraction of `func` (a PrimFunc, an IRModule with "main", or a Schedule); TTileError with one
     line naming why when there is none, more than one, or one tvm_ttile cannot tune."""
@@ -339,6 +393,10 @@ def canonicalize(sch, contraction: Contraction):
         sch.transform_block_layout(block, IndexMap.from_func(
             lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=n_iters,
             index_dtype="int32"))
+    elif contraction.one_d:  # the unit h and r iterators of a conv2d of height 1 (0 in no index)
+        unit = tvm.tirx.IntImm("int32", 0)
+        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(unit if i is None else v[i] for i in order),
+                                                             ndim=n_iters, index_dtype="int32"))
     elif order != list(range(n_iters)):
         sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(v[i] for i in order), ndim=n_iters,
                                                              index_dtype="int32"))

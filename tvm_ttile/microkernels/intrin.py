@@ -17,6 +17,7 @@ from tvm.sym.analyzer import Analyzer
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
+from ..errors import TTileError
 from .spec import Microkernel
 
 
@@ -53,17 +54,23 @@ PREFETCH = "_pf"  # name suffix (+ distance in reduction steps) of the intrinsic
 ZERO_START = "_zs"  # name suffix of the intrinsics whose accumulators start at zero instead of the output's value
 
 
-def variant_suffix(block: int, prefetch: int = 0, zero_start: bool = False) -> str:
+# Name suffix of the conv2d intrinsics of a 1-d convolution (a conv2d of height 1): they read its 3-d buffers,
+# NWC / WIO, which hold no h and r index (tensorize needs a description's buffers to have at most the rank of
+# the function's).
+ONE_D = "_1d"
+
+
+def variant_suffix(block: int, prefetch: int = 0, zero_start: bool = False, one_d: bool = False) -> str:
     """The name suffix of an intrinsic's variant: weights prepacked in blocks of `block`, prefetched `prefetch`
-    reduction steps ahead, accumulators started at zero (`zero_start`)."""
+    reduction steps ahead, accumulators started at zero (`zero_start`), over a 1-d convolution's buffers."""
     return ((f"{PACKED}{block}" if block else "") + (f"{PREFETCH}{prefetch}" if prefetch else "")
-            + (ZERO_START if zero_start else ""))
+            + (ZERO_START if zero_start else "") + (ONE_D if one_d else ""))
 
 
 def parse_suffix(name: str) -> tuple:
-    """(name without the suffixes, packed block, prefetch distance, zero start) of an intrinsic name."""
-    m = re.fullmatch(f"(.*?)(?:{PACKED}(\\d+))?(?:{PREFETCH}(\\d+))?({ZERO_START})?", name)
-    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), bool(m.group(4))
+    """(name without the suffixes, packed block, prefetch distance, zero start, one_d) of an intrinsic name."""
+    m = re.fullmatch(f"(.*?)(?:{PACKED}(\\d+))?(?:{PREFETCH}(\\d+))?({ZERO_START})?({ONE_D})?", name)
+    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), bool(m.group(4)), bool(m.group(5))
 
 
 class PackedWeights:
@@ -87,6 +94,38 @@ class PackedWeights:
         return self.buf.vload(self._at(list(idx)), dtype)
 
 
+class OneD:
+    """A 1-d convolution's 3-d buffer indexed as its conv2d (height 1) counterpart: the index at `drop` (h of
+    the input and output, r of the weights; always 0) is left out."""
+
+    def __init__(self, buf, drop: int):
+        self.buf, self.drop = buf, drop
+
+    def index(self, idx):
+        return [i for n, i in enumerate(idx) if n != self.drop]
+
+    def __getitem__(self, idx):
+        return self.buf[tuple(self.index(list(idx)))]
+
+    def vload(self, idx, dtype):
+        return self.buf.vload(self.index(list(idx)), dtype)
+
+
+def store(buf, value, idx) -> None:
+    """buffer_store into a buffer or a OneD view of one."""
+    if isinstance(buf, OneD):
+        buf, idx = buf.buf, buf.index(list(idx))
+    T.buffer_store(buf, value, idx)
+
+
+def views(A, B, C, packed: int = 0, one_d: bool = False) -> tuple:
+    """The tile's buffers as the microkernel code indexes them: weights through their packed layout, a 1-d
+    convolution's buffers as a conv2d's."""
+    if one_d:  # packed weights lead with the vector blocks: their r comes second
+        A, B, C = OneD(A, 1), OneD(B, 1 if packed else 0), OneD(C, 1)
+    return A, weights(B, packed), C
+
+
 def packed_shape(shape, block: int) -> tuple:
     """The packed layout of an unpacked weight shape (vector dimension last)."""
     return (shape[-1] // block, *shape[:-1], block)
@@ -96,12 +135,18 @@ def weights(B, packed: int):
     return PackedWeights(B, packed) if packed else B
 
 
-def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
+def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool = False):
     """Buffer shapes of one tile; the implementation binds any row stride (symbolic strides). With `packed`
-    (a block size), the weights are in the layout of `packed_shape`."""
+    (a block size), the weights are in the layout of `packed_shape`; `one_d`: a 1-d convolution's (a conv2d
+    of height 1: its buffers hold no h and r index)."""
     u = dict(mk.unroll)
     kv = mk.tile[mk.family["vector"]]
-    if mk.op == "conv2d":
+    if mk.op == "conv2d" and one_d:
+        if u["h"] != 1 or u["r"] != 1:
+            raise TTileError(f"{mk.name}: a 1-d convolution's microkernel unrolls neither h nor r")
+        iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
+        shapes = [(1, iw, mk.red), (u["s"], mk.red, kv), (1, u["w"], kv)]
+    elif mk.op == "conv2d":
         ih = (u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1
         iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
         shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red, kv), (1, u["h"], u["w"], kv)]
@@ -120,20 +165,21 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0):
     return out
 
 
-def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_start: bool = False):
+def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_start: bool = False,
+          one_d: bool = False):
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
-            T.func_name(mk.name + variant_suffix(packed, prefetch, zero_start) + ("_impl" if impl else "_desc"))
+            T.func_name(mk.name + variant_suffix(packed, prefetch, zero_start, one_d) + ("_impl" if impl else "_desc"))
             params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-            A, B, C = _buffers(mk, params, impl, packed)
+            A, B, C = _buffers(mk, params, impl, packed, one_d)
             full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
             with T.sblock("root"):
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
                 if impl:
-                    emit_microkernel(mk, A, weights(B, packed), C, {}, prefetch, zero_start)
+                    emit_microkernel(mk, *views(A, B, C, packed, one_d), {}, prefetch, zero_start)
                 else:
-                    _desc_body(mk, A, weights(B, packed), C)
+                    _desc_body(mk, *views(A, B, C, packed, one_d))
     return ib.get()
 
 
@@ -165,8 +211,8 @@ def _desc_body(mk, A, B, C):
             if mk.op == "conv2d":
                 st, dl = mk.stride, mk.dilation
                 o = [0, g("h"), g("w"), g("k")]
-                T.buffer_store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("c")]
-                               * B[g("r"), g("s"), g("c"), g("k")], o)
+                store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("c")]
+                      * B[g("r"), g("s"), g("c"), g("k")], o)
             elif mk.op == "depthwise":
                 st, dl = mk.stride, mk.dilation
                 o = [0, g("h"), g("w"), g("k")]
@@ -250,18 +296,20 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: boo
                         fma(ri, row, step, c, kk)
     for ri, row in enumerate(rows):
         for kk in range(nk):
-            T.buffer_store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
+            store(C, acc[slot(ri, kk)], ramp(out_at(row, kk)))
 
 
-def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bool = False) -> str:
+def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bool = False,
+             one_d: bool = False) -> str:
     """Register `mk` as a TensorIntrin (once per process) and return its name; `packed` (a block size): the
     variant reading weights prepacked in blocks of that many vector elements; `prefetch`: the variant
     prefetching its weights that many reduction steps ahead; `zero_start`: the variant whose accumulators
-    start at zero (emit_microkernel)."""
-    name = mk.name + variant_suffix(packed, prefetch, zero_start)
+    start at zero (emit_microkernel); `one_d`: the variant over a 1-d convolution's buffers (ONE_D)."""
+    name = mk.name + variant_suffix(packed, prefetch, zero_start, one_d)
     if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
-        TensorIntrin.register(name, _func(mk, False, packed), _func(mk, True, packed, prefetch, zero_start))
+        TensorIntrin.register(name, _func(mk, False, packed, one_d=one_d),
+                              _func(mk, True, packed, prefetch, zero_start, one_d))
     return name
 
 
@@ -313,11 +361,16 @@ def _no_init_func(shape: tuple, order: tuple, impl: bool):
     return ib.get()
 
 
+def _is_one(expr) -> bool:
+    return isinstance(expr, tir.IntImm) and int(expr) == 1
+
+
 def skip_init(sch, init, block) -> str | None:
     """Replace the init block `init` (decompose_reduction's, over the output tile of the update `block`'s
     tensorized call) by the no-op intrinsic (register_no_init). The init's own loops (those the update does not
     share) are reordered so that those of extent 1 come outermost, then the rest is tensorized. Returns the
     intrinsic's name, or None when the init is not a plain tile (then it is left as it is)."""
+    from tvm.sym import detect_linear_equation
     from tvm.tirx.analysis import undefined_vars
 
     shared = [sch.get(lp) for lp in sch.get_loops(block)]
@@ -335,10 +388,20 @@ def skip_init(sch, init, block) -> str | None:
         return None
     store = realize.block.body
     ivars = [iv.var for iv in realize.block.iter_vars]
-    dim_of_iv = {}
+    own_vars = [sch.get(lp).loop_var for lp in rest]
+    tiled = [i for i, value in enumerate(realize.iter_values)  # the iterators the tile's loops drive
+             if any(u.same_as(w) for u in undefined_vars(value) for w in own_vars)]
+    dim_of_iv = {}  # each must move one output index by 1 (a grouped conv's index is group * K/G + k)
     for d, idx in enumerate(store.indices):
-        if isinstance(idx, tir.Var) and any(idx.same_as(v) for v in ivars):
-            dim_of_iv[next(i for i, v in enumerate(ivars) if idx.same_as(v))] = d
+        for i in tiled:
+            v = ivars[i]
+            if any(u.same_as(v) for u in undefined_vars(idx)):
+                coef = detect_linear_equation(idx, [v])
+                if len(coef) != 2 or not _is_one(coef[0]) or any(u.same_as(v) for u in undefined_vars(coef[1])):
+                    return None
+                if i in dim_of_iv:  # one iterator in two indices: not a tile
+                    return None
+                dim_of_iv[i] = d
     shape, order = [1] * len(store.indices), []
     for lp in rest:
         loop = sch.get(lp)
@@ -348,6 +411,8 @@ def skip_init(sch, init, block) -> str | None:
             return None
         shape[dim_of_iv[users[0]]] = int(loop.extent)
         order.append(dim_of_iv[users[0]])
+    if len(set(order)) != len(order):  # two loops on one output index: not a tile
+        return None
     name = register_no_init(no_init_name(tuple(shape), tuple(order)))
     sch.tensorize(rest[0], name)
     return name
