@@ -12,7 +12,7 @@ from test_lowering import random_conv, random_matmul
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower
 from tvm_ttile.microkernels.intrin import NO_INIT
-from tvm_ttile.operators import BatchMatmul, Conv2d, Matmul, run_against_reference
+from tvm_ttile.operators import BatchMatmul, Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import SAMPLERS, make_sampler
 from tvm_ttile.scheme import Par, Scheme, SchemeError
 from tvm_ttile.space import PARALLEL, REDUCTION, Problem, Space
@@ -120,10 +120,17 @@ def test_parallel_schemes_match_numpy(host, threads):
     assert checked >= 12 and skipped >= 3, (checked, skipped)
 
 
-def test_a_scheme_without_a_parallel_level_says_so(host):
-    op = Conv2d(K=host.lanes, C=16, H=6, W=6, R=1, S=1)
+@pytest.mark.parametrize("kind", ["conv2d", "depthwise"])
+def test_a_scheme_without_a_parallel_level_says_so(host, kind):
+    """Its outermost spatial loops become the parallel loop, said in a note; a depthwise scheme's per-tile input
+    copy sits between those loops, so only the ones above it are fused."""
+    if kind == "conv2d":
+        op, text = Conv2d(K=host.lanes, C=16, H=6, W=6, R=1, S=1), "[T(2,c),T(6,h),T(6,w),T(8,c),V(k)]"
+    else:
+        op = Depthwise(C=2 * host.lanes, H=13, W=9, R=3, S=3, stride=2, pad=1)
+        text = "[T(2,k),T(7,h),T(3,r),U(3,s),U(5,w),V(k)]"  # the copy sits under k, above h
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
-    lowered = lower(problem, Scheme.parse("[T(2,c),T(6,h),T(6,w),T(8,c),V(k)]"), op.prim_func(host.lanes), threads=2)
+    lowered = lower(problem, Scheme.parse(text), op.prim_func(host.lanes), threads=2)
     assert any("no Par level" in n for n in lowered.notes)
     got, ref = run_against_reference(op, lowered.sch.mod, host.target(2), seed=1)
     assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))

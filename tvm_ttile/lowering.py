@@ -554,9 +554,20 @@ def _epilogue(sch, block, outer_loops, red_dims, keys) -> list:
 def _parallel(sch, outer_loops, keys, red_dims) -> list:
     """A scheme without a parallel level at threads > 1 (hand-written, or drawn for 1 thread): its outermost
     spatial loops, fused, become the parallel loop, reported."""
-    prefix = _spatial_prefix(outer_loops, keys, red_dims)
+    prefix = _nested(sch, _spatial_prefix(outer_loops, keys, red_dims))
     if not prefix:
         return ["threads > 1 but the scheme has no Par level and its outermost loop is a reduction: "
                 "ran single-threaded"]
     sch.parallel(sch.fuse(*prefix) if len(prefix) > 1 else prefix[0])
     return ["threads > 1 but the scheme has no Par level: its outermost spatial loops were parallelized"]
+
+
+def _nested(sch, loops) -> list:
+    """The leading `loops` that each hold only the next one, as fuse needs: a depthwise tile's input copy
+    (_input_copy_per_tile) sits beside the loop below the one it is attached to."""
+    out = []
+    for lp, below in zip(loops, loops[1:] + [None]):
+        out.append(lp)
+        if below is None or not sch.get(lp).body.same_as(sch.get(below)):
+            break
+    return out

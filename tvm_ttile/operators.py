@@ -27,6 +27,13 @@ class _Operator:
         """Weights padded with zeros to `shape` (whole vectors), as a network's build pads them."""
         return _pad_at_end(weights, shape)
 
+    def random_inputs(self, seed: int = 0):
+        """(input, weights) in the operand_shapes() the user stores them in, standard normal, reproducible."""
+        rng = np.random.default_rng(seed)
+        shapes = self.operand_shapes()
+        return (rng.standard_normal(shapes["input"], dtype=np.float32),
+                rng.standard_normal(shapes["weights"], dtype=np.float32))
+
     @property
     def operand_bytes(self) -> dict:
         """Bytes of each operand as the user stores it (fp32): what one call must at least read and write."""
@@ -137,12 +144,6 @@ class Conv2d(_Operator):
         return {"input": (self.N, self.H, self.W, self.C), "weights": (self.R, self.S, self.C // self.groups, self.K),
                 "output": self.output_shape}
 
-    def random_inputs(self, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        shapes = self.operand_shapes()
-        return (rng.standard_normal(shapes["input"], dtype=np.float32),
-                rng.standard_normal(shapes["weights"], dtype=np.float32))
-
     def reference(self, inp, wgt):
         return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation, self.groups)
 
@@ -241,12 +242,6 @@ class Depthwise(_Operator):
         return {"input": (self.N, self.H, self.W, self.C), "weights": (self.R, self.S, self.C),
                 "output": self.output_shape}
 
-    def random_inputs(self, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        shapes = self.operand_shapes()
-        return (rng.standard_normal(shapes["input"], dtype=np.float32),
-                rng.standard_normal(shapes["weights"], dtype=np.float32))
-
     def reference(self, inp, wgt):
         return conv2d_nhwc_reference(inp, wgt[:, :, None, :], self.stride, self.pad, self.dilation, groups=self.C)
 
@@ -321,12 +316,6 @@ class Conv1d(_Operator):
 
     def operand_shapes(self) -> dict:
         return {"input": (self.N, self.W, self.C), "weights": (self.S, self.C, self.K), "output": self.output_shape}
-
-    def random_inputs(self, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        shapes = self.operand_shapes()
-        return (rng.standard_normal(shapes["input"], dtype=np.float32),
-                rng.standard_normal(shapes["weights"], dtype=np.float32))
 
     def reference(self, inp, wgt):
         return conv1d_nwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
@@ -432,12 +421,6 @@ class Matmul(_Operator):
     def operand_shapes(self) -> dict:
         return {"input": (self.M, self.K), "weights": (self.N, self.K) if self.dense else (self.K, self.N),
                 "output": self.output_shape}
-
-    def random_inputs(self, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        shapes = self.operand_shapes()
-        return (rng.standard_normal(shapes["input"], dtype=np.float32),
-                rng.standard_normal(shapes["weights"], dtype=np.float32))
 
     def reference(self, a, b):
         b64 = b.astype(np.float64)
