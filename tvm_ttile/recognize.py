@@ -329,8 +329,9 @@ def _convolution_1d(name, out, reduce, loads, compound, extent):
            tuple("w" if pos == pos_w else names.get(next(iter(tt))) if tt and len(tt) == 1 else None
                  for pos, (tt, _) in enumerate(inp)),
            tuple(names.get(v) for v in wv))
-    for role, have, want, layout in zip(("output", "input", "weights"), got, CONV1D_LAYOUTS[2:] + CONV1D_LAYOUTS[:2],
-                                        ("NWC", "NWC", "WIO")):
+    want_in, want_w, want_out = CONV1D_LAYOUTS
+    for role, have, want, layout in (("output", got[0], want_out, "NWC"), ("input", got[1], want_in, "NWC"),
+                                     ("weights", got[2], want_w, "WIO")):
         if have != want:
             return (f"block {name!r} is a 1-d convolution whose {role} is not {layout}: tvm_ttile tunes NWC / WIO; "
                     "convert the layout first, e.g. relax.transform.ConvertLayout({'relax.nn.conv1d': ['NWC', 'WIO']}) "
@@ -338,7 +339,7 @@ def _convolution_1d(name, out, reduce, loads, compound, extent):
     order = CANONICAL["conv2d"]
     extents = tuple((d, 1 if d in CONV1D_UNIT else extent[dims[d]]) for d in order)
     return Contraction("conv1d", name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
-                       (), compound.index(True) == 1, (("input", got[1]), ("weights", got[2])))
+                       (), xi == 1, (("input", got[1]), ("weights", got[2])))
 
 
 def recognize(func) -> Contraction:

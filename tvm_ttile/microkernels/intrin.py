@@ -361,17 +361,14 @@ def _no_init_func(shape: tuple, order: tuple, impl: bool):
     return ib.get()
 
 
-def _is_one(expr) -> bool:
-    return isinstance(expr, tir.IntImm) and int(expr) == 1
-
-
 def skip_init(sch, init, block) -> str | None:
     """Replace the init block `init` (decompose_reduction's, over the output tile of the update `block`'s
     tensorized call) by the no-op intrinsic (register_no_init). The init's own loops (those the update does not
     share) are reordered so that those of extent 1 come outermost, then the rest is tensorized. Returns the
     intrinsic's name, or None when the init is not a plain tile (then it is left as it is)."""
-    from tvm.sym import detect_linear_equation
     from tvm.tirx.analysis import undefined_vars
+
+    from ..recognize import _index
 
     shared = [sch.get(lp) for lp in sch.get_loops(block)]
     own = [lp for lp in sch.get_loops(init) if not any(sch.get(lp).same_as(f) for f in shared)]
@@ -389,19 +386,17 @@ def skip_init(sch, init, block) -> str | None:
     store = realize.block.body
     ivars = [iv.var for iv in realize.block.iter_vars]
     own_vars = [sch.get(lp).loop_var for lp in rest]
-    tiled = [i for i, value in enumerate(realize.iter_values)  # the iterators the tile's loops drive
-             if any(u.same_as(w) for u in undefined_vars(value) for w in own_vars)]
-    dim_of_iv = {}  # each must move one output index by 1 (a grouped conv's index is group * K/G + k)
+    tiled = {i for i, value in enumerate(realize.iter_values)  # the iterators the tile's loops drive
+             if any(u.same_as(w) for u in undefined_vars(value) for w in own_vars)}
+    dim_of_iv = {}  # each moves one output index by 1 (a grouped conv's index is group * K/G + k)
     for d, idx in enumerate(store.indices):
-        for i in tiled:
-            v = ivars[i]
-            if any(u.same_as(v) for u in undefined_vars(idx)):
-                coef = detect_linear_equation(idx, [v])
-                if len(coef) != 2 or not _is_one(coef[0]) or any(u.same_as(v) for u in undefined_vars(coef[1])):
-                    return None
-                if i in dim_of_iv:  # one iterator in two indices: not a tile
-                    return None
-                dim_of_iv[i] = d
+        terms, used = _index(idx, ivars, Analyzer())
+        moved = [i for i in used if i in tiled]
+        if not moved:
+            continue
+        if terms is None or len(moved) != 1 or terms.get(moved[0]) != 1 or moved[0] in dim_of_iv:
+            return None
+        dim_of_iv[moved[0]] = d
     shape, order = [1] * len(store.indices), []
     for lp in rest:
         loop = sch.get(lp)
