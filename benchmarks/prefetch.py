@@ -4,9 +4,10 @@ steps ahead (lowering.lower(prefetch=)), each checked against numpy, then all of
 are timed in-process, round-robin. `--zero-start` compares instead the microkernels' accumulators loaded from
 the output against started at zero where a call holds the whole reduction (lowering.lower(zero_start=));
 `--vector-init` the reduction's init as LLVM vectorizes it against vectorized explicitly (lower(vector_init=));
-`--skip-init` the init kept against replaced by nothing where it is dead (lower(skip_dead_init=)).
+`--skip-init` the init kept against replaced by nothing where it is dead (lower(skip_dead_init=)); `--vector-copy`
+a depthwise tile's input copy as LLVM compiles it against vectorized in whole vectors (lower(vector_copy=)).
 
-    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init] [--rounds 7] [--threads N]
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init | --vector-copy] [--rounds 7] [--threads N]
 
 One thread unless `--threads N`: each 1-thread best lowered for N threads, its outer spatial loops parallelized,
 and numpy on N threads. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
@@ -32,6 +33,8 @@ def main():
                     help="the reduction's init as LLVM vectorizes it against vectorized explicitly instead")
     ap.add_argument("--skip-init", action="store_true",
                     help="the reduction's init kept against skipped where zero-start microkernels make it dead")
+    ap.add_argument("--vector-copy", action="store_true",
+                    help="a depthwise tile's input copy as compiled against vectorized in whole vectors instead")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
     ap.add_argument("--threads", type=int, default=1, help="each best lowered for N threads (its outer spatial "
                     "loops parallelized when it has no Par level) and numpy on N threads")
@@ -52,7 +55,9 @@ def main():
 
     layers = layers_of(args.compare_out, args.layers)
     run = read_run(args.compare_out)
-    if args.skip_init:
+    if args.vector_copy:
+        variants = {"copy as is": {"vector_copy": False}, "vector copy": {"vector_copy": True}}
+    elif args.skip_init:
         variants = {"init kept": {"skip_dead_init": False}, "dead init skipped": {"skip_dead_init": True}}
     elif args.vector_init:
         variants = {"init as is": {"vector_init": False, "skip_dead_init": False},
@@ -109,7 +114,11 @@ def render(data, path):
     base, others = vs[0], vs[1:]
     by = {(r["layer"], r["variant"]): r for r in data["rows"]}
     layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
-    if "dead init skipped" in vs:
+    if "vector copy" in vs:
+        title, what = "A depthwise tile's input copy vectorized", ("with each tile's padded input copy as LLVM compiles "
+                                                                   "it and in whole vectors of channels "
+                                                                   "(lowering.lower(vector_copy=))")
+    elif "dead init skipped" in vs:
         title, what = "The reduction's dead init skipped", ("with the reduction's init kept and, where "
                                                              "zero-start microkernels overwrite its whole tile, "
                                                              "replaced by nothing (lowering.lower(skip_dead_init=))")
@@ -124,7 +133,8 @@ def render(data, path):
     else:
         title, what = "Weight prefetch", "with the weights prefetched d reduction steps ahead (0: none)"
     threads = data.get("threads", 1)
-    lines = [f"# {title} in the microkernels, {data['machine']} ({data['isa']}), {threads} thread"
+    where = "" if "vector copy" in vs else " in the microkernels"
+    lines = [f"# {title}{where}, {data['machine']} ({data['isa']}), {threads} thread"
              + "s" * (threads > 1),
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "
              f"{data['rounds']} round-robin rounds, each a median of 5 repeats; medians over rounds. Each layer: "

@@ -353,6 +353,20 @@ def test_dead_init_skipped_on_drawn_schemes_stays_right(host, kind, case):
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
 
 
+@pytest.mark.parametrize("case", [0, 1, 2])
+def test_depthwise_input_copy_in_whole_vectors_stays_right(host, case):
+    """vector_copy on drawn depthwise schemes of random odd shapes (padding, strides, dilations, channels padded
+    to whole vectors): each tile's input copy is vectorized, and the result matches numpy."""
+    op = random_depthwise(random.Random(5000 + case), host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    space = Space(problem, depthwise_kept(host.isa.name, host.lanes))
+    for scheme in make_sampler("ttile", seed=case).sample_many(space, 3):
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), vector_copy=True)
+        assert not any("not vectorized" in n for n in lowered.notes), lowered.notes
+        got, ref = run(op, lowered.sch.mod, host.target())
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+
+
 def _llvm_ir(module) -> str:
     try:
         return module.inspect_source("ll")

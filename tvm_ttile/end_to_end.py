@@ -54,7 +54,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     cpu_mod.use_threads(threads)  # TVM's thread pool, ONNX Runtime and torch all get `threads`
     net = load_model(source, input_shape, seed=seed)
     work_dir = work_dir or f"tune_{net.name}"
-    mod = nw.prepare(net.mod)
+    mod = nw.prepare(net.mod, cpu)
     start = time.time()
     if cache_flush is None:
         cache_flush = nw.cold_by_default(threads)

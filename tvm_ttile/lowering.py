@@ -369,7 +369,7 @@ WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
           prefetch: int | None = None, zero_start: bool = True, vector_init: bool = False,
-          skip_dead_init: bool = True) -> Lowered:
+          skip_dead_init: bool = True, vector_copy: bool = False) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
@@ -378,7 +378,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     the output tile the reduction's init has just zeroed (False: always load, as before). `vector_init`: the
     reduction's init stores its zeros in whole vectors (intrin.vectorize_init). `skip_dead_init`: where the
     accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init),
-    at any thread count."""
+    at any thread count. `vector_copy`: a depthwise tile's input copy (TILED_INPUT_COPY) moves whole vectors of
+    channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
+    copy's conditional loads."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -471,7 +473,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
     if TILED_INPUT_COPY[op]:  # before `parallel` fuses the outer loops
-        notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:])
+        notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -499,8 +501,9 @@ SCHEME_ANNOTATION = "tvm_ttile.scheme"
 TILED_INPUT_COPY = {"conv2d": False, "matmul": False, "depthwise": True}
 
 
-def _input_copy_per_tile(sch, block, loops, keys) -> list:
-    """compute_at of the block's input copy under the innermost of `loops` over k; none there: left as a pass."""
+def _input_copy_per_tile(sch, block, loops, keys, lanes: int = 0) -> list:
+    """compute_at of the block's input copy under the innermost of `loops` over k; none there: left as a pass.
+    With `lanes`, the copy's innermost loop (channels) is vectorized in whole vectors."""
     at = [lp for lp, (d, _) in zip(loops, keys) if d == "k"]
     inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
     copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
@@ -510,6 +513,13 @@ def _input_copy_per_tile(sch, block, loops, keys) -> list:
         sch.compute_at(copies[0], at[-1], preserve_unit_loops=True)
     except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
         return [f"input copy {sch.get(copies[0]).name_hint} left as a separate pass: {str(e).splitlines()[0]}"]
+    inner = sch.get_loops(copies[0])[-1]
+    extent = sch.get(inner).extent
+    if lanes and isinstance(extent, tvm.tirx.IntImm) and int(extent) % lanes == 0:
+        sch.vectorize(sch.split(inner, [None, lanes])[1])
+    elif lanes:
+        return [f"input copy {sch.get(copies[0]).name_hint}: {extent} channels per tile, not whole vectors; "
+                "not vectorized"]
     return []
 
 

@@ -92,14 +92,138 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
         return call
 
 
-def prepare(mod):
+def _static_shape(expr) -> tuple | None:
+    shape = getattr(getattr(expr, "ty", None), "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
+        return None
+    return tuple(int(v) for v in values)
+
+
+# How much padding output channels to whole vectors may add to a contraction's work: 24 -> 32 or 20 -> 32 channels
+# (the shape zoo's K = 20 layers, padded so, ran 1.2-2.2x the libraries) but not 8 -> 16.
+MAX_OUTPUT_GROWTH = 1.6
+
+
+@relax.expr_functor.mutator
+class _WholeVectorOutputs(relax.PyExprMutator):
+    """A conv2d (NHWC / HWIO, one group) or matmul by constant weights whose output channels are not whole vectors
+    (MobileNet-v2's 24-channel projections, a 1000-class head) gets its weights padded with zeros to whole vectors
+    (folded at build time) and its output sliced back, so that it becomes a task tvm_ttile tunes instead of one
+    left to MetaSchedule. The slice moves past the elementwise ops with constant operands that follow (bias add,
+    ReLU, ReLU6's bounds: their constants padded too), which then stay fused with the contraction; the padded
+    channels' extra FMAs and the slice's pass (fused with what reads it) are part of the task's timed cost."""
+
+    ELEMENTWISE = ("relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum")
+    UNARY = ("relax.nn.relu", "relax.sigmoid", "relax.tanh", "relax.nn.silu", "relax.nn.gelu")
+
+    def __init__(self, lanes: int, mod=None):
+        super().__init__(mod)
+        self.lanes = lanes
+        self.sliced = []  # (slice var, the padded tensor's var, the true channel count); vars compare by same_as
+
+    def _binding(self, expr):
+        while isinstance(expr, relax.Var):
+            bound = self.lookup_binding(expr)
+            if bound is None:
+                return expr
+            expr = bound
+        return expr
+
+    def _constant(self, expr) -> bool:
+        """Whether `expr` is computed from constants only (a weight and the permutes ConvertLayout puts on it)."""
+        expr = self._binding(expr)
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return True
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            tensors = [a for a in expr.args if isinstance(a, (relax.Var, relax.Call, tvm.ir.expr.Constant))]
+            return bool(tensors) and all(self._constant(a) for a in tensors)
+        return False
+
+    def _pad_last(self, expr, extent: int):
+        rank = len(_static_shape(expr))
+        return self.builder_.emit(relax.op.nn.pad(expr, [0] * (2 * rank - 1) + [extent]))
+
+    def _sliced(self, padded, channels: int):
+        out = self.builder_.emit(relax.op.strided_slice(padded, axes=[len(_static_shape(padded)) - 1], begin=[0],
+                                                        end=[channels], assume_inbound=True))
+        self.sliced.append((out, padded, channels))
+        return out
+
+    def _source(self, expr):
+        """(padded var, channels) when `expr` is one of this pass's slices, else None."""
+        while isinstance(expr, relax.Var):
+            found = next(((p, c) for v, p, c in self.sliced if v.same_as(expr)), None)
+            if found:
+                return found
+            expr = self.lookup_binding(expr)
+        return None
+
+    def visit_call_(self, call):
+        call = self.builder_.normalize(super().visit_call_(call))
+        if not isinstance(call.op, tvm.ir.Op) or _static_shape(call) is None:
+            return call
+        name = call.op.name
+        if name in ("relax.nn.conv2d", "relax.matmul"):
+            return self._contraction(call)
+        if name in self.UNARY:
+            source = self._source(call.args[0])
+            if source:
+                return self._sliced(self.builder_.emit(relax.Call(call.op, [source[0]], call.attrs)), source[1])
+        if name in self.ELEMENTWISE:
+            return self._elementwise(call)
+        return call
+
+    def _contraction(self, call):
+        out_shape, w = _static_shape(call), call.args[1]
+        w_shape = _static_shape(w)
+        channels = out_shape[-1]
+        if not channels % self.lanes or w_shape is None or w_shape[-1] != channels or not self._constant(w):
+            return call
+        if call.op.name == "relax.nn.conv2d" and (call.attrs.data_layout != "NHWC" or call.attrs.kernel_layout != "HWIO"
+                                                  or call.attrs.groups != 1 or call.attrs.out_layout not in ("NHWC", "")):
+            return call
+        if call.op.name == "relax.matmul" and len(w_shape) != 2:
+            return call
+        whole = -(-channels // self.lanes) * self.lanes
+        if whole > MAX_OUTPUT_GROWTH * channels:
+            return call
+        padded = self.builder_.emit(relax.Call(call.op, [call.args[0], self._pad_last(w, whole - channels)],
+                                               call.attrs))
+        return self._sliced(padded, channels)
+
+    def _elementwise(self, call):
+        a, b = call.args
+        source, other, first = self._source(a), b, True
+        if source is None:
+            source, other, first = self._source(b), a, False
+        if source is None or not self._constant(other):
+            return call
+        padded, channels = source
+        shape, rank = _static_shape(other), len(_static_shape(padded))
+        if shape is None or len(shape) > rank or (shape and shape[-1] not in (1, channels)):
+            return call
+        if shape and shape[-1] == channels:  # a per-channel constant (bias, scale): zeros in the padded channels
+            other = self._pad_last(other, _static_shape(padded)[-1] - channels)
+        args = [padded, other] if first else [other, padded]
+        return self._sliced(self.builder_.emit(relax.Call(call.op, args, call.attrs)), channels)
+
+
+def prepare(mod, cpu=None):
     """The imported Relax module with conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries,
-    folded on weights)."""
+    folded on weights), and conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA
+    (the host's by default; _WholeVectorOutputs)."""
     mod = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
-    return relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
+    mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
+    lanes = (cpu or cpu_mod.detect_host()).lanes
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = _WholeVectorOutputs(lanes, mod).visit_expr(func)
+    # the slices that the next elementwise op moved past are dead: removed, not computed
+    return relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))
 
 
 def _fuse_passes(prepack: bool) -> list:
