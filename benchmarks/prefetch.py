@@ -5,9 +5,10 @@ are timed in-process, round-robin. `--zero-start` compares instead the microkern
 the output against started at zero where a call holds the whole reduction (lowering.lower(zero_start=));
 `--vector-init` the reduction's init as LLVM vectorizes it against vectorized explicitly (lower(vector_init=));
 `--skip-init` the init kept against replaced by nothing where it is dead (lower(skip_dead_init=)); `--vector-copy`
-a depthwise tile's input copy as LLVM compiles it against vectorized in whole vectors (lower(vector_copy=)).
+a depthwise tile's input copy as LLVM compiles it against vectorized in whole vectors (lower(vector_copy=));
+`--copy-at k,h,inner,pass` the input copy made at each of those places (lower(copy_at=), lowering.COPY_AT).
 
-    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init | --vector-copy] [--rounds 7] [--threads N]
+    python benchmarks/prefetch.py COMPARE_OUT [--layers a,b] [--distances 0,16,64 | --zero-start | --vector-init | --skip-init | --vector-copy | --copy-at k,h,inner] [--rounds 7] [--threads N]
 
 One thread unless `--threads N`: each 1-thread best lowered for N threads, its outer spatial loops parallelized,
 and numpy on N threads. Writes benchmarks/results/prefetch.md (and .json); `--render` rewrites the .md from the .json.
@@ -35,6 +36,7 @@ def main():
                     help="the reduction's init kept against skipped where zero-start microkernels make it dead")
     ap.add_argument("--vector-copy", action="store_true",
                     help="a depthwise tile's input copy as compiled against vectorized in whole vectors instead")
+    ap.add_argument("--copy-at", help="comma-separated places of the input copy (lowering.COPY_AT) instead")
     ap.add_argument("--rounds", type=int, default=7, help="round-robin rounds")
     ap.add_argument("--threads", type=int, default=1, help="each best lowered for N threads (its outer spatial "
                     "loops parallelized when it has no Par level) and numpy on N threads")
@@ -55,7 +57,9 @@ def main():
 
     layers = layers_of(args.compare_out, args.layers)
     run = read_run(args.compare_out)
-    if args.vector_copy:
+    if args.copy_at:
+        variants = {f"copy at {at}": {"copy_at": at} for at in args.copy_at.split(",")}
+    elif args.vector_copy:
         variants = {"copy as is": {"vector_copy": False}, "vector copy": {"vector_copy": True}}
     elif args.skip_init:
         variants = {"init kept": {"skip_dead_init": False}, "dead init skipped": {"skip_dead_init": True}}
@@ -114,7 +118,12 @@ def render(data, path):
     base, others = vs[0], vs[1:]
     by = {(r["layer"], r["variant"]): r for r in data["rows"]}
     layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
-    if "vector copy" in vs:
+    if vs[0].startswith("copy at "):
+        title, what = "Where a tile's input copy is made", ("with the input copy made at each place (lowering."
+                                                            "lower(copy_at=): pass = before the operator, k / h / "
+                                                            "w = under the innermost tile loop over that "
+                                                            "dimension, inner = under the innermost tile loop)")
+    elif "vector copy" in vs:
         title, what = "A depthwise tile's input copy vectorized", ("with each tile's padded input copy as LLVM compiles "
                                                                    "it and in whole vectors of channels "
                                                                    "(lowering.lower(vector_copy=))")
@@ -133,7 +142,7 @@ def render(data, path):
     else:
         title, what = "Weight prefetch", "with the weights prefetched d reduction steps ahead (0: none)"
     threads = data.get("threads", 1)
-    where = "" if "vector copy" in vs else " in the microkernels"
+    where = "" if "vector copy" in vs or vs[0].startswith("copy at ") else " in the microkernels"
     lines = [f"# {title}{where}, {data['machine']} ({data['isa']}), {threads} thread"
              + "s" * (threads > 1),
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "

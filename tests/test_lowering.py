@@ -367,6 +367,25 @@ def test_depthwise_input_copy_in_whole_vectors_stays_right(host, case):
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
 
 
+
+@pytest.mark.parametrize("kind,copy_at", [("depthwise", "pass"), ("depthwise", "h"), ("depthwise", "w"),
+                                          ("depthwise", "inner"), ("conv2d", "inner"), ("conv2d", "k")])
+def test_input_copy_made_anywhere_stays_right(host, kind, copy_at):
+    """The input copy (padding, channels padded to whole vectors) made before the operator, under the innermost
+    tile loop over a dimension, or under the innermost tile loop of all: drawn schemes of random odd shapes match
+    numpy; a place that is not one gets a one-line error."""
+    from tvm_ttile.errors import TTileError
+    make, kept = MAKE[kind]
+    op = make(random.Random(5100 + sum(map(ord, kind + copy_at))), host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    for scheme in make_sampler("ttile", seed=7).sample_many(Space(problem, kept(host.isa.name, host.lanes)), 2):
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), copy_at=copy_at)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+    with pytest.raises(TTileError, match="copy_at='c'"):
+        lower(problem, scheme, op.prim_func(host.lanes), copy_at="c")
+
+
 def _llvm_ir(module) -> str:
     try:
         return module.inspect_source("ll")

@@ -369,7 +369,7 @@ WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
           prefetch: int | None = None, zero_start: bool = True, vector_init: bool = False,
-          skip_dead_init: bool = True, vector_copy: bool = False) -> Lowered:
+          skip_dead_init: bool = True, vector_copy: bool = False, copy_at: str | None = None) -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
@@ -380,7 +380,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init),
     at any thread count. `vector_copy`: a depthwise tile's input copy (TILED_INPUT_COPY) moves whole vectors of
     channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
-    copy's conditional loads."""
+    copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: TILED_INPUT_COPY's place for
+    the operator)."""
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -472,8 +473,11 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
-    if TILED_INPUT_COPY[op]:  # before `parallel` fuses the outer loops
-        notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0)
+    copy_at = TILED_INPUT_COPY[op] if copy_at is None else copy_at
+    if copy_at not in COPY_AT:
+        raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
+    if copy_at != "pass":  # before `parallel` fuses the outer loops
+        notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -494,17 +498,23 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
 
 
 SCHEME_ANNOTATION = "tvm_ttile.scheme"
-# Operators whose input copy (the padding, or channels padded to whole vectors) is made per channel tile, inside
-# the innermost loop over output channels, instead of as a pass over the whole input before the operator:
-# depthwise reads each input channel for one output channel only, so the tiles' copies do not overlap, stay in
-# cache, and the function keeps no input-sized buffer. Conv2d's output channel tiles all read the whole input.
-TILED_INPUT_COPY = {"conv2d": False, "matmul": False, "depthwise": True}
+# Where each operator's input copy (the padding, or channels padded to whole vectors) is made by default.
+# Depthwise: per channel tile, inside the innermost loop over output channels, instead of as a pass over the whole
+# input before the operator: it reads each input channel for one output channel only, so the tiles' copies do not
+# overlap, stay in cache, and the function keeps no input-sized buffer. Conv2d's output channel tiles all read the
+# whole input: one pass.
+TILED_INPUT_COPY = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
+# Where the copy can go: a pass over the whole input before the operator, under the innermost tile loop over a
+# dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one
+# copy per tensorized region: the least memory, the most halo copied again).
+COPY_AT = ("pass", "k", "h", "w", "inner")
 
 
-def _input_copy_per_tile(sch, block, loops, keys, lanes: int = 0) -> list:
-    """compute_at of the block's input copy under the innermost of `loops` over k; none there: left as a pass.
-    With `lanes`, the copy's innermost loop (channels) is vectorized in whole vectors."""
-    at = [lp for lp, (d, _) in zip(loops, keys) if d == "k"]
+def _input_copy_per_tile(sch, block, loops, keys, lanes: int = 0, copy_at: str = "k") -> list:
+    """compute_at of the block's input copy under the innermost of `loops` over `copy_at` (a dimension, or
+    "inner": the innermost of them); none there: left as a pass. With `lanes`, the copy's innermost loop
+    (channels) is vectorized in whole vectors."""
+    at = [lp for lp, (d, _) in zip(loops, keys) if copy_at in ("inner", d)]
     inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
     copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
     if not at or not copies:
