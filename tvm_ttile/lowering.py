@@ -382,6 +382,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
     copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: TILED_INPUT_COPY's place for
     the operator)."""
+    if copy_at is not None and copy_at not in COPY_AT:
+        raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
@@ -474,8 +476,6 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
     copy_at = TILED_INPUT_COPY[op] if copy_at is None else copy_at
-    if copy_at not in COPY_AT:
-        raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
