@@ -367,7 +367,6 @@ def test_depthwise_input_copy_in_whole_vectors_stays_right(host, case):
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
 
 
-
 @pytest.mark.parametrize("kind,copy_at", [("depthwise", "pass"), ("depthwise", "h"), ("depthwise", "w"),
                                           ("depthwise", "inner"), ("conv2d", "inner"), ("conv2d", "k")])
 def test_input_copy_made_anywhere_stays_right(host, kind, copy_at):

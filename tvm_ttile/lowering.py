@@ -378,9 +378,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     the output tile the reduction's init has just zeroed (False: always load, as before). `vector_init`: the
     reduction's init stores its zeros in whole vectors (intrin.vectorize_init). `skip_dead_init`: where the
     accumulators start at zero, the init (whose zeros they overwrite) is replaced by nothing (intrin.skip_init),
-    at any thread count. `vector_copy`: a depthwise tile's input copy (TILED_INPUT_COPY) moves whole vectors of
+    at any thread count. `vector_copy`: a depthwise tile's input copy (INPUT_COPY_AT) moves whole vectors of
     channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
-    copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: TILED_INPUT_COPY's place for
+    copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: INPUT_COPY_AT's place for
     the operator)."""
     if copy_at is not None and copy_at not in COPY_AT:
         raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
@@ -475,7 +475,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     init_loop = next((split[d][i] for d, i in keys if d in red_dims), None)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
-    copy_at = TILED_INPUT_COPY[op] if copy_at is None else copy_at
+    copy_at = INPUT_COPY_AT[op] if copy_at is None else copy_at
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
@@ -503,7 +503,7 @@ SCHEME_ANNOTATION = "tvm_ttile.scheme"
 # input before the operator: it reads each input channel for one output channel only, so the tiles' copies do not
 # overlap, stay in cache, and the function keeps no input-sized buffer. Conv2d's output channel tiles all read the
 # whole input: one pass.
-TILED_INPUT_COPY = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
+INPUT_COPY_AT = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
 # Where the copy can go: a pass over the whole input before the operator, under the innermost tile loop over a
 # dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one
 # copy per tensorized region: the least memory, the most halo copied again).
