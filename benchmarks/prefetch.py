@@ -118,15 +118,16 @@ def render(data, path):
     base, others = vs[0], vs[1:]
     by = {(r["layer"], r["variant"]): r for r in data["rows"]}
     layers = list(dict.fromkeys(r["layer"] for r in data["rows"]))
+    where = " in the microkernels"  # where the compared variants act
     if vs[0].startswith("copy at "):
-        title, what = "Where a tile's input copy is made", ("with the input copy made at each place (lowering."
-                                                            "lower(copy_at=): pass = before the operator, k / h / "
-                                                            "w = under the innermost tile loop over that "
-                                                            "dimension, inner = under the innermost tile loop)")
+        where, title = "", "Where a tile's input copy is made"
+        what = ("with the input copy made at each place (lowering.lower(copy_at=): pass = before the operator, "
+                "k / h / w = under the innermost tile loop over that dimension, inner = under the innermost tile "
+                "loop)")
     elif "vector copy" in vs:
-        title, what = "A depthwise tile's input copy vectorized", ("with each tile's padded input copy as LLVM compiles "
-                                                                   "it and in whole vectors of channels "
-                                                                   "(lowering.lower(vector_copy=))")
+        where, title = "", "A depthwise tile's input copy vectorized"
+        what = ("with each tile's padded input copy as LLVM compiles it and in whole vectors of channels "
+                "(lowering.lower(vector_copy=))")
     elif "dead init skipped" in vs:
         title, what = "The reduction's dead init skipped", ("with the reduction's init kept and, where "
                                                              "zero-start microkernels overwrite its whole tile, "
@@ -142,7 +143,6 @@ def render(data, path):
     else:
         title, what = "Weight prefetch", "with the weights prefetched d reduction steps ahead (0: none)"
     threads = data.get("threads", 1)
-    where = "" if "vector copy" in vs or vs[0].startswith("copy at ") else " in the microkernels"
     lines = [f"# {title}{where}, {data['machine']} ({data['isa']}), {threads} thread"
              + "s" * (threads > 1),
              "", f"Command: `{data['command']}` ({data['date']}); peak {data['peak_gflops']:.1f} GFLOPS; "

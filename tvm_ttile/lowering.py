@@ -510,7 +510,7 @@ INPUT_COPY_AT = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
 COPY_AT = ("pass", "k", "h", "w", "inner")
 
 
-def _input_copy_per_tile(sch, block, loops, keys, lanes: int = 0, copy_at: str = "k") -> list:
+def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str) -> list:
     """compute_at of the block's input copy under the innermost of `loops` over `copy_at` (a dimension, or
     "inner": the innermost of them); none there: left as a pass. With `lanes`, the copy's innermost loop
     (channels) is vectorized in whole vectors."""
