@@ -133,6 +133,38 @@ def test_a_conv1d_network_is_tuned_by_tvm_ttile_and_correct(small_catalog, host,
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_grouped_and_depthwise_conv1d_networks_are_tuned_by_tvm_ttile_and_correct(small_catalog, host, tmp_path):
+    """A Conformer-like 1-d block from ONNX: a grouped conv1d (2 groups) + ReLU, then a depthwise one (groups = C):
+    prepare converts both to NWC / WIO, tvm_ttile tunes both (as a conv2d per group and a depthwise conv2d of
+    height 1) and the build matches numpy."""
+    from onnx import TensorProto, helper
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.operators import conv1d_nwc_reference
+
+    rng = np.random.default_rng(1)
+    k = 2 * host.lanes
+    w1 = rng.standard_normal((k, 3, 3), dtype=np.float32)  # K C/groups S
+    w2 = rng.standard_normal((k, 1, 5), dtype=np.float32)  # C 1 S
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1], group=2), helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("Conv", ["r", "w2"], ["y"], pads=[2, 2], group=k)],
+        "conformer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 31])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor(n, TensorProto.FLOAT, w.shape, w.flatten()) for n, w in (("w1", w1), ("w2", w2))])
+    net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
+    mod = nw.prepare(net.mod)
+    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    shapes = sorted(t.shape.split()[0] for t in res.tasks if t.policy == "tvm_ttile")
+    assert shapes == ["conv2d", "depthwise"], [(t.name, t.policy, t.shape) for t in res.tasks]
+    x = rng.standard_normal((1, 6, 31), dtype=np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
+    hidden = np.maximum(conv1d_nwc_reference(x.transpose(0, 2, 1), w1.transpose(2, 1, 0), 1, 1, 1, 2), 0)
+    ref = conv1d_nwc_reference(hidden, w2.transpose(2, 1, 0), 1, 2, 1, k).transpose(0, 2, 1)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(small_catalog, host, tmp_path):
     """A conv2d with 1.5 vectors of output channels + bias + ReLU + a residual add, then a dense layer with 2.5
     vectors of outputs + bias: prepare pads their weights to whole vectors and slices the outputs back after the

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from tvm_ttile.errors import ShapeError, UnsupportedDtypeError
-from tvm_ttile.operators import (BatchMatmul, Conv1d, Conv2d, Matmul, conv2d_layers, conv2d_nhwc_reference, get_layer,
-                                 load_shapes, matmul_shapes)
+from tvm_ttile.operators import (BatchMatmul, Conv1d, Conv2d, Depthwise1d, Matmul, conv2d_layers, conv2d_nhwc_reference,
+                                 get_layer, load_shapes, matmul_shapes)
 
 
 def naive_conv(x, w, stride, pad, dil):
@@ -88,6 +88,31 @@ def test_conv_te_matches_reference():
     out = tvm.runtime.tensor(np.zeros((1, cv.out_h, cv.out_w, 4), np.float32), dev)
     lib(tvm.runtime.tensor(x, dev), tvm.runtime.tensor(w, dev), out)
     np.testing.assert_allclose(out.numpy(), cv.reference(x, w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("vector_lanes", [None, 8])
+def test_grouped_and_depthwise_conv1d_te_match_plain_loops(vector_lanes):
+    """Their TE definitions (outputs padded to whole vectors per group, channels padded for the depthwise one)
+    against their references, which are checked against plain loops."""
+    import tvm
+
+    for op in (Conv1d(K=6, C=9, W=13, S=3, stride=2, pad=(2, 1), dilation=2, groups=3),
+               Depthwise1d(C=5, W=14, S=3, stride=2, pad=(1, 0), dilation=2)):
+        lib = tvm.compile(tvm.IRModule({"main": op.prim_func(vector_lanes)}), target=tvm.target.Target({"kind": "llvm"}))
+        x, w = op.random_inputs()
+        out = tvm.runtime.tensor(np.zeros(op.output_shape, np.float32))
+        lib(tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
+        ref = op.reference(x, w)
+        left, right = op.pads
+        xp = np.pad(x, ((0, 0), (left, right), (0, 0)))
+        w3 = w[:, None, :] if isinstance(op, Depthwise1d) else w
+        kg, cg = op.K // (op.C if isinstance(op, Depthwise1d) else op.groups), w3.shape[1]
+        loops = np.array([[[sum(xp[0, l * 2 + s * 2, k // kg * cg + c] * w3[s, c, k] for s in range(3) for c in range(cg))
+                            for k in range(op.K)] for l in range(op.out_w)]])
+        np.testing.assert_allclose(ref, loops, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ShapeError, match="depthwise1d"):
+        Conv1d(K=8, C=8, W=9, S=3, groups=8)
 
 
 @pytest.mark.parametrize("vector_lanes", [None, 8])
@@ -182,8 +207,12 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
         {"name": "qkv", "op": "matmul", "M": 8, "N": 32, "K": 16, "dense": True},
         {"name": "resnext", "op": "conv2d", "K": 128, "C": 128, "H": 56, "W": 56, "R": 3, "S": 3, "pad": 1, "groups": 32},
         {"name": "scores", "op": "batch_matmul", "B": 12, "M": 128, "N": 128, "K": 64, "layout": "nt"},
-        {"name": "tcn", "op": "conv1d", "K": 64, "C": 40, "W": 101, "S": 5, "stride": 2, "pad": [1, 3]}]}))
-    inc, stem, qkv, resnext, scores, tcn = load_shapes(path)
+        {"name": "tcn", "op": "conv1d", "K": 64, "C": 40, "W": 101, "S": 5, "stride": 2, "pad": [1, 3]},
+        {"name": "posconv", "op": "conv1d", "K": 768, "C": 768, "W": 49, "S": 128, "pad": 64, "groups": 16},
+        {"name": "conformer-dw", "op": "depthwise1d", "C": 256, "W": 100, "S": 31, "pad": 15}]}))
+    inc, stem, qkv, resnext, scores, tcn, posconv, dw = load_shapes(path)
+    assert (posconv.groups, posconv.out_w, posconv.flops) == (16, 50, 2 * 50 * 768 * 48 * 128)
+    assert isinstance(dw, Depthwise1d) and (dw.K, dw.out_w, dw.flops) == (256, 100, 2 * 100 * 256 * 31)
     assert isinstance(tcn, Conv1d) and (tcn.pads, tcn.out_w, tcn.flops) == ((1, 3), 51, 2 * 51 * 64 * 40 * 5)
     assert (resnext.groups, resnext.flops) == (32, 2 * 56 * 56 * 128 * 4 * 9)
     assert isinstance(scores, BatchMatmul) and (scores.B, scores.layout, scores.name) == (12, "nt", "scores")
@@ -197,7 +226,7 @@ def test_a_shapes_file_gives_named_operators(tmp_path):
     ('{"layers": []}', 'non-empty list under "layers"'),
     ('{"layers": [{"name": "a b", "op": "conv2d"}]}', "layer 1: \"name\" must be"),
     ('{"layers": [{"name": "a", "op": "pool"}]}',
-     "layer 1 (a): \"op\" must be one of conv2d, depthwise, conv1d, matmul, batch_matmul"),
+     "layer 1 (a): \"op\" must be one of conv2d, depthwise, conv1d, depthwise1d, matmul, batch_matmul"),
     ('{"layers": [{"name": "a", "op": "conv1d", "K": 4, "C": 3, "W": 8, "S": 3, "pad": [1, 2, 3]}]}',
      "layer 1 (a): conv1d pad must be one int or [left, right]"),
     ('{"layers": [{"name": "a", "op": "batch_matmul", "B": 2, "M": 4, "N": 4, "K": 4, "layout": "x"}]}',

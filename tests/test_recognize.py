@@ -127,6 +127,37 @@ def test_recognizes_a_1d_convolution_as_a_conv2d_of_height_1():
     assert (c.kind, dict(c.extents)["w"], dict(c.extents)["s"], dict(c.extents)["n"]) == ("conv1d", 29, 1, 2)
 
 
+def _depthwise_1d(L=23, C=16, S=3, stride=1, dilation=1, weights="sk", layout="NWC"):
+    """A depthwise 1-d convolution written by hand, weights [s, k] or [k, s], input NWC or NCW."""
+    x = te.placeholder((1, L, C) if layout == "NWC" else (1, C, L), name="x")
+    w = te.placeholder((S, C) if weights == "sk" else (C, S), name="w")
+    s = te.reduce_axis((0, S), "s")
+    out = (L - dilation * (S - 1) - 1) // stride + 1
+    return te.create_prim_func([x, w, te.compute((1, out, C), lambda n, l, k: te.sum(
+        (x[n, l * stride + s * dilation, k] if layout == "NWC" else x[n, k, l * stride + s * dilation])
+        * (w[s, k] if weights == "sk" else w[k, s]), axis=s), name="dw1d")])
+
+
+def test_recognizes_grouped_and_depthwise_1d_convolutions():
+    """Ansor's conv1d_nlc with groups (grouped; groups = C = K: depthwise, WIO weights [s, 1, k]), the form Relax
+    legalizes conv1d(groups=) to (topi.nn.conv, NWC / WIO), and a depthwise one by hand ([s, k] or [k, s])."""
+    from tvm import topi
+
+    c = recognize(conv1d(1, 37, 16, 32, 3, pad=1, groups=2))
+    assert (c.kind, c.op, c.one_d, c.groups, c.batch_size, c.transposed) == ("grouped_conv1d", "conv2d", True, 2, 2, ())
+    assert dict(c.extents) == {"n": 1, "h": 1, "w": 37, "k": 16, "r": 1, "s": 3, "c": 8}
+    c = recognize(conv1d(1, 37, 16, 16, 5, stride=2, groups=16))
+    assert (c.kind, c.op, c.one_d, c.groups, c.transposed) == ("depthwise_conv1d", "depthwise", True, 1, ("weights",))
+    assert dict(c.extents) == {"n": 1, "h": 1, "w": 17, "k": 16, "r": 1, "s": 5}
+    x, w = te.placeholder((1, 40, 12), name="x"), te.placeholder((3, 4, 24), name="w")
+    c = recognize(te.create_prim_func([x, w, topi.nn.conv(x, w, 1, 1, 1, 3, "NWC", "WIO")]))
+    assert (c.kind, c.groups, dict(c.extents)["k"], dict(c.extents)["c"]) == ("grouped_conv1d", 3, 8, 4)
+    c = recognize(_depthwise_1d())
+    assert (c.kind, c.transposed, dict(c.layouts)["weights"]) == ("depthwise_conv1d", (), ("s", "k"))
+    c = recognize(_depthwise_1d(weights="ks", stride=2, dilation=3))
+    assert (c.kind, c.transposed, c.stride, c.dilation) == ("depthwise_conv1d", ("weights",), 2, 3)
+
+
 def _nchw():
     x, w = te.placeholder((1, 8, 9, 9), name="x"), te.placeholder((16, 8, 3, 3), name="w")
     c, r, s = te.reduce_axis((0, 8), "c"), te.reduce_axis((0, 3), "r"), te.reduce_axis((0, 3), "s")
@@ -152,7 +183,7 @@ def _relax_depthwise(H=9, W=9, C=32, R=3, stride=1):
     (lambda: te.create_prim_func([a := te.placeholder((8,), name="a"), te.compute((8,), lambda i: a[i] * 2.0)]),
      "no reduction block"),
     (lambda: conv1d(1, 17, 8, 16, 3, layout="NCW"), "1-d convolution whose output is not NWC"),
-    (lambda: conv1d(1, 17, 8, 32, 3, groups=2), "grouped or depthwise 1-d convolution"),
+    (lambda: _depthwise_1d(layout="NCW"), "1-d convolution whose input is not NWC"),
 ])
 def test_refuses_with_one_line(func, why):
     with pytest.raises(TTileError, match=why) as e:
@@ -247,6 +278,55 @@ def test_conv1d_matches_numpy(host, case):
     inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
     ref = conv1d_nwc_reference(*inputs, stride, pad, dilation)
     space = Space(problem, conv_kept(host.isa.name, host.lanes), threads=threads)
+    for sampler in ("ttile", "nondivisible"):
+        for scheme in make_sampler(sampler, seed=case).sample_many(space, 2):
+            lowered = lower(problem, scheme, func, threads=threads)
+            assert all(n.endswith(ONE_D) for n in lowered.intrinsics if not n.startswith("ttile_noinit")), lowered
+            lib = tvm.compile(lowered.sch.mod, target=host.target(threads))
+            args = [tvm.runtime.tensor(v) for v in (*inputs, np.full(ref.shape, np.nan, np.float32))]
+            lib["main"](*args)
+            assert np.allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max()))), \
+                scheme.text
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_grouped_and_depthwise_conv1d_match_numpy(host, case):
+    """Grouped and depthwise 1-d convolutions (Ansor's form, Relax's, by hand) on prime lengths, strides,
+    dilations and padding, tuned as their 2-d operator of height 1 through their 3-d buffers (intrin.ONE_D),
+    divisible and partial-tile schemes, weights in place and marked constant (packed), 1 and 2 threads; the
+    output starts as NaN, so an element left unwritten would show."""
+    from tvm import topi
+
+    from tvm_ttile.microkernels.intrin import ONE_D
+
+    rng = random.Random(6000 + case)
+    L, S = rng.choice([29, 37, 61]), rng.choice([3, 5])
+    stride, pad, dilation = rng.choice([1, 2]), rng.choice([0, 1, 2]), rng.choice([1, 2])
+    lanes = host.lanes
+    if case in (0, 1):  # grouped: Ansor's conv1d_nlc, then Relax's topi.nn.conv
+        groups, C = rng.choice([2, 3]), rng.choice([3, 5])
+        K, C = groups * lanes, groups * C
+        if case == 0:
+            func = conv1d(1, L, C, K, S, stride, pad, dilation, groups)
+        else:
+            x, w = te.placeholder((1, L, C), name="x"), te.placeholder((S, C // groups, K), name="w")
+            func = te.create_prim_func([x, w, topi.nn.conv(x, w, stride, pad, dilation, groups, "NWC", "WIO")])
+        kept = conv_kept(host.isa.name, lanes)
+    else:  # depthwise: Ansor's (weights [s, 1, k]), then by hand ([s, k], no padding)
+        C = lanes * rng.choice([1, 2])
+        func = conv1d(1, L, C, C, S, stride, pad, dilation, C) if case == 2 else \
+            _depthwise_1d(L, C, S, stride, dilation)
+        groups, pad = C, pad if case == 2 else 0
+        kept = depthwise_kept(host.isa.name, lanes)
+    if case % 2:
+        func = func.with_attr("layout_free_buffers", [1])
+    threads = 2 if case == 3 else 1
+    problem = problem_of(func, host.isa.name, lanes)
+    data = np.random.default_rng(case)
+    inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
+    wgt = inputs[1].reshape(S, 1, C) if case >= 2 else inputs[1]  # a depthwise one's as WIO
+    ref = conv1d_nwc_reference(inputs[0], wgt, stride, pad, dilation, groups)
+    space = Space(problem, kept, threads=threads)
     for sampler in ("ttile", "nondivisible"):
         for scheme in make_sampler(sampler, seed=case).sample_many(space, 2):
             lowered = lower(problem, scheme, func, threads=threads)

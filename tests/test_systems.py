@@ -5,9 +5,9 @@ import pytest
 
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
-from tvm_ttile.operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Matmul
+from tvm_ttile.operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul
 
-KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d")
+KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d")
 
 
 def small(kind, lanes):
@@ -15,7 +15,8 @@ def small(kind, lanes):
             "Matmul": Matmul(M=8, N=2 * lanes, K=16, name="small-matmul"),
             "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise"),
             "BatchMatmul": BatchMatmul(B=3, M=6, N=2 * lanes - 3, K=12, layout="nt", name="small-bmm"),
-            "Conv1d": Conv1d(K=2 * lanes - 3, C=7, W=23, S=3, stride=2, pad=(1, 2), name="small-conv1d")}[kind]
+            "Conv1d": Conv1d(K=2 * lanes - 3, C=7, W=23, S=3, stride=2, pad=(1, 2), name="small-conv1d"),
+            "Depthwise1d": Depthwise1d(C=lanes + 3, W=29, S=5, pad=(2, 1), name="small-depthwise1d")}[kind]
 
 
 def grouped(lanes):
@@ -91,13 +92,17 @@ def test_a_grouped_convolution_is_tuned_or_timed_and_verified(name, host, tmp_pa
 
 
 @pytest.mark.parametrize("name", ["tvm_ttile", "onnxruntime", "onednn"])  # MetaSchedule: any PrimFunc alike
-def test_a_conv1d_is_tuned_or_timed_and_verified(name, host, tmp_path, small_catalog):
-    """A 1-d convolution (outputs not whole vectors, stride 2, asymmetric padding): tvm_ttile tunes it as a conv2d
-    of height 1, the libraries run their own 1-d convolution; every output checked against numpy."""
+@pytest.mark.parametrize("kind", ["Conv1d", "grouped", "Depthwise1d"])
+def test_a_conv1d_is_tuned_or_timed_and_verified(name, kind, host, tmp_path, small_catalog):
+    """1-d convolutions (outputs not whole vectors, stride 2, asymmetric padding; plain, grouped with groups of
+    1.5 vectors, depthwise): tvm_ttile tunes them as their 2-d operator of height 1, the libraries run their own
+    1-d convolution; every output checked against numpy."""
     system = get_system(name)
     work = str(tmp_path / name) if system.tunes else None
+    op = Conv1d(K=3 * host.lanes, C=6, W=19, S=3, stride=2, pad=1, groups=2, name="small-grouped1d") \
+        if kind == "grouped" else small(kind, host.lanes)
     try:
-        res = run_system(name, small("Conv1d", host.lanes), host, trials=2, seed=0, work_dir=work, progress=False)
+        res = run_system(name, op, host, trials=2, seed=0, work_dir=work, progress=False)
     except TTileError as e:
         if "not installed" in str(e):
             pytest.skip(str(e))

@@ -94,10 +94,10 @@ def _operator(args):
 def _shape(args):
     import dataclasses
 
-    from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Matmul, get_layer
+    from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul, get_layer
 
-    if args.groups != 1 and args.op != "conv2d":
-        raise TTileError(f"--groups is for conv2d (a grouped convolution), not {args.op}")
+    if args.groups != 1 and args.op not in ("conv2d", "conv1d"):
+        raise TTileError(f"--groups is for conv2d and conv1d (a grouped convolution), not {args.op}")
     if args.layout is not None and args.op != "batch_matmul":
         raise TTileError(f"--layout is for batch_matmul (nn, nt, tn), not {args.op}")
     h = args.H if args.H is not None else args.hw
@@ -113,18 +113,25 @@ def _shape(args):
         layout = args.layout or "nn"
         return BatchMatmul(B=args.batch, M=args.M, N=args.N, K=args.K, layout=layout,
                            name=f"batch_matmul-{args.batch}x{args.M}x{args.N}x{args.K}-{layout}")
-    if args.op == "conv1d":
-        missing = [n for n in ("K", "C", "W") if getattr(args, n) is None]
-        if args.layer or args.H is not None or args.hw is not None or missing:
-            raise TTileError("tune conv1d takes --K, --C, --W (the length), --S (or --R) taps, --stride, --pad (1, or "
-                             "left,right), --dilation, --batch; no --layer, --H or --hw" +
+    if args.op in ("conv1d", "depthwise1d"):
+        fields = ("K", "C", "W") if args.op == "conv1d" else ("C", "W")
+        missing = [n for n in fields if getattr(args, n) is None]
+        if args.layer or args.H is not None or args.hw is not None or missing or (args.op == "depthwise1d" and args.K):
+            raise TTileError(f"tune {args.op} takes {', '.join('--' + f for f in fields)} (the length), --S (or --R) "
+                             "taps, --stride, --pad (1, or left,right), --dilation, --batch" +
+                             (", --groups; no --layer, --H or --hw" if args.op == "conv1d"
+                              else "; no --layer, --H, --hw or --K (the output channels are C)") +
                              (f" (missing: {', '.join('--' + m for m in missing)})" if missing else ""))
         if len(args.pad) > 2:
-            raise TTileError(f"conv1d --pad is one value or left,right, got {','.join(map(str, args.pad))}")
-        return Conv1d(K=args.K, C=args.C, W=args.W, S=s, stride=args.stride, pad=args.pad[0] if len(args.pad) == 1
-                      else tuple(args.pad), dilation=args.dilation, N=args.batch,
-                      name=f"conv1d-K{args.K}-C{args.C}-W{args.W}-S{s}-s{args.stride}-p{'-'.join(map(str, args.pad))}"
-                           + (f"-batch{args.batch}" if args.batch != 1 else ""))
+            raise TTileError(f"{args.op} --pad is one value or left,right, got {','.join(map(str, args.pad))}")
+        common = dict(C=args.C, W=args.W, S=s, stride=args.stride, pad=args.pad[0] if len(args.pad) == 1
+                      else tuple(args.pad), dilation=args.dilation, N=args.batch)
+        tail = (f"-W{args.W}-S{s}-s{args.stride}-p{'-'.join(map(str, args.pad))}"
+                + (f"-batch{args.batch}" if args.batch != 1 else ""))
+        if args.op == "depthwise1d":
+            return Depthwise1d(**common, name=f"depthwise1d-C{args.C}{tail}")
+        return Conv1d(K=args.K, groups=args.groups, **common,
+                      name=f"conv1d-K{args.K}-C{args.C}{tail}" + (f"-g{args.groups}" if args.groups != 1 else ""))
     if args.op == "depthwise":
         if args.layer or args.K is not None:
             raise TTileError("tune depthwise takes --C and --hw (or --H and --W), --R/--S, --stride, --pad, --dilation, "
@@ -447,12 +454,12 @@ def make_parser():
     _add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
-    p = sub.add_parser("tune", help="tune one conv2d (grouped too), depthwise conv2d, conv1d, matmul or batch matmul "
-                       "in the structured space", parents=[output, tuning])
-    p.add_argument("op", choices=["conv2d", "depthwise", "conv1d", "matmul", "batch_matmul"])
+    p = sub.add_parser("tune", help="tune one conv2d or conv1d (grouped too), depthwise conv2d or conv1d, matmul or "
+                       "batch matmul in the structured space", parents=[output, tuning])
+    p.add_argument("op", choices=["conv2d", "depthwise", "conv1d", "depthwise1d", "matmul", "batch_matmul"])
     p.add_argument("--layer", help="a named layer, e.g. ResNet18-2, Yolo9000-12, bert-qkv")
     for name, helptext in (("K", "output channels (conv2d) / reduction size (matmul)"), ("C", "input channels"),
-                           ("H", "input height"), ("W", "input width (conv1d: length)"), ("hw", "input height = width (shorthand)"),
+                           ("H", "input height"), ("W", "input width (conv1d, depthwise1d: length)"), ("hw", "input height = width (shorthand)"),
                            ("M", "rows"), ("N", "columns")):
         p.add_argument(f"--{name}", type=int, help=helptext)
     p.add_argument("--R", type=int, default=3, help="kernel height (default 3)")
@@ -463,8 +470,8 @@ def make_parser():
     p.add_argument("--dilation", type=int, default=1)
     p.add_argument("--batch", type=int, default=1, help="conv2d / conv1d batch (the parallel level may split it), "
                    "batch_matmul's number of matrices")
-    p.add_argument("--groups", type=int, default=1, help="conv2d groups: C/groups input channels per group of "
-                   "K/groups outputs (ResNeXt); groups = C = K is `tune depthwise`")
+    p.add_argument("--groups", type=int, default=1, help="conv2d / conv1d groups: C/groups input channels per group "
+                   "of K/groups outputs (ResNeXt); groups = C = K is `tune depthwise` / `tune depthwise1d`")
     p.add_argument("--layout", choices=["nn", "nt", "tn"], help="batch_matmul operands: nn A[B,M,K] x B[B,K,N]; nt "
                    "the second stored [B,N,K] (Q x K^T); tn the first stored [B,K,M]")
     p.add_argument("--dense", action="store_true", help="matmul with weights stored W[N,K]")

@@ -23,7 +23,7 @@ from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, CONV1D_LAYOUTS, LAYOUTS, _product, canonicalize, recognize
+from .recognize import CANONICAL, LAYOUTS, ONE_D_LAYOUTS, _product, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -273,7 +273,7 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False) -> int:
       its plain loop variables (the only copy MetaSchedule can split off as preprocessing), else at each call,
       timed with the function.
     Only weights read in place as WEIGHT_INDICES (after a batch matmul's batch indices, each instance packed on
-    its own; a 1-d convolution's as WIO). Returns the block size, 0 when nothing was packed."""
+    its own; a 1-d convolution's as ONE_D_LAYOUTS). Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
@@ -281,7 +281,7 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False) -> int:
     # A batch matmul's weights lead with the batch indices; a grouped conv2d's output channel is group * K/groups
     # + k: either way the blocked layout below cuts the same whole blocks out of the vector dimension.
     lead = batch if op == "matmul" else []
-    indices = CONV1D_LAYOUTS[1] if one_d else WEIGHT_INDICES[op]
+    indices = ONE_D_LAYOUTS[op][1] if one_d else WEIGHT_INDICES[op]
     want = len(lead) + len(indices)
     load = next((ld for ld in reversed(_loads(stmt.body.value))  # the weights are the last operand
                  if len(ld.indices) == want and all(i.same_as(v) for i, v in zip(ld.indices, lead))

@@ -151,10 +151,9 @@ class Conv2d(_Operator):
         """Weights padded with zeros to `shape` (whole vectors per group), as a network's build pads them."""
         if self.groups == 1 or list(weights.shape) == list(shape):
             return _pad_at_end(weights, shape)
-        r, s, cg, k = weights.shape
-        kg = k // self.groups
-        split = weights.reshape(r, s, cg, self.groups, kg)
-        return _pad_at_end(split, (r, s, cg, self.groups, shape[-1] // self.groups)).reshape(shape)
+        *lead, k = weights.shape
+        split = weights.reshape(*lead, self.groups, k // self.groups)
+        return _pad_at_end(split, (*lead, self.groups, shape[-1] // self.groups)).reshape(shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +248,8 @@ class Depthwise(_Operator):
 @dataclasses.dataclass(frozen=True)
 class Conv1d(_Operator):
     """A 1-d convolution, NWC x WIO (taps, input channels, outputs) -> NWC, as Relax's conv1d in NWC / WIO and
-    Ansor's conv1d_nlc write it: tuned as a conv2d of height 1 (Problem.from_operator) on its own 3-d buffers."""
+    Ansor's conv1d_nlc write it: tuned as a conv2d of height 1 (Problem.from_operator) on its own 3-d buffers.
+    Groups as Conv2d's: weights [S, C / groups, K], output channel k reads its group's inputs."""
     K: int
     C: int
     W: int  # input length before padding
@@ -261,17 +261,20 @@ class Conv1d(_Operator):
     name: str = ""
     dtype: str = "float32"
     prepack: bool = False  # weights are a layer's constants (_prim_func)
+    groups: int = 1
     BLOCK = "conv1d_nwc"
 
     def __post_init__(self):
-        check_positive(K=self.K, C=self.C, W=self.W, S=self.S, stride=self.stride, dilation=self.dilation, N=self.N)
+        check_positive(K=self.K, C=self.C, W=self.W, S=self.S, stride=self.stride, dilation=self.dilation, N=self.N,
+                       groups=self.groups)
         check_dtype(self.dtype)
-        pads = (self.pad, self.pad) if isinstance(self.pad, int) else tuple(self.pad)
-        if len(pads) != 2 or any(not isinstance(p, int) or p < 0 for p in pads):
-            raise ShapeError(f"conv1d pad must be one int or [left, right] of ints >= 0, got {self.pad!r}")
-        object.__setattr__(self, "pad", pads[0] if pads[0] == pads[1] else pads)
-        if self.out_w <= 0:
-            raise ShapeError(f"conv1d {self} has an empty output (length {self.out_w})")
+        _pads_1d(self)
+        if self.C % self.groups or self.K % self.groups:
+            raise ShapeError(f"conv1d with {self.groups} groups needs C and K divisible by them (C={self.C}, "
+                             f"K={self.K})")
+        if self.groups > 1 and self.groups == self.C == self.K:
+            raise ShapeError(f"a conv1d with groups = C = K = {self.C} is a depthwise convolution: use the "
+                             'depthwise1d operator (op "depthwise1d", tvm-ttile tune depthwise1d)')
 
     @property
     def pads(self) -> tuple:
@@ -285,40 +288,135 @@ class Conv1d(_Operator):
 
     @property
     def flops(self) -> int:
-        return 2 * self.N * self.out_w * self.K * self.C * self.S
+        return 2 * self.N * self.out_w * self.K * (self.C // self.groups) * self.S
 
     @property
     def output_shape(self) -> tuple:
         return (self.N, self.out_w, self.K)
 
     def te(self, vector_lanes: int | None = None):
-        """(input, weight, output) TE tensors; K padded to whole vectors as Conv2d.te does (W_pad, O_unpad)."""
+        """(input, weight, output) TE tensors; K (per group) padded to whole vectors as Conv2d.te does (W_pad,
+        O_unpad)."""
         from tvm import te
 
         inp = te.placeholder((self.N, self.W, self.C), self.dtype, name="I")
-        kp = _padded(self.K, vector_lanes)
-        wgt_in = te.placeholder((self.S, self.C, kp if self.prepack else self.K), self.dtype, name="W")
+        g, kg, cg = self.groups, self.K // self.groups, self.C // self.groups
+        kgp = _padded(kg, vector_lanes)
+        kp = g * kgp
+        wgt_in = te.placeholder((self.S, cg, kp if self.prepack else self.K), self.dtype, name="W")
+        source = (lambda k: k // kgp * kg + te.min(k % kgp, kg - 1)) if g > 1 else (lambda k: te.min(k, kg - 1))  # noqa: E731
         wgt = wgt_in if kp == self.K or self.prepack else te.compute(
-            (self.S, self.C, kp), lambda s, c, k: wgt_in[s, c, te.min(k, self.K - 1)], name="W_pad")
-        src = inp
-        left, right = self.pads
-        if left or right:
-            src = te.compute((self.N, self.W + left + right, self.C), lambda n, w, c: te.if_then_else(
-                te.all(w >= left, w < self.W + left), inp[n, w - left, c], 0.0), name="pad_temp")
+            (self.S, cg, kp), lambda s, c, k: wgt_in[s, c, source(k)], name="W_pad")
+        src = _padded_input_1d(self, inp, self.C)
         s = te.reduce_axis((0, self.S), name="s")
-        c = te.reduce_axis((0, self.C), name="c")
+        c = te.reduce_axis((0, cg), name="c")
         st, dl = self.stride, self.dilation
+        chan = (lambda k: k // kgp * cg + c) if g > 1 else (lambda k: c)  # noqa: E731 - the group's input channels
         out = te.compute((self.N, self.out_w, kp), lambda n, w, k: te.sum(
-            src[n, w * st + s * dl, c] * wgt[s, c, k], axis=[s, c]), name=self.BLOCK)
+            src[n, w * st + s * dl, chan(k)] * wgt[s, c, k], axis=[s, c]), name=self.BLOCK if g == 1 else "group_conv1d_nwc")
         if kp != self.K:
-            out = te.compute(self.output_shape, lambda n, w, k: out[n, w, k], name="O_unpad")
+            at = (lambda k: k // kg * kgp + k % kg) if g > 1 else (lambda k: k)  # noqa: E731
+            out = te.compute(self.output_shape, lambda n, w, k: out[n, w, at(k)], name="O_unpad")
         return inp, wgt_in, out
 
     def operand_shapes(self) -> dict:
-        return {"input": (self.N, self.W, self.C), "weights": (self.S, self.C, self.K), "output": self.output_shape}
+        return {"input": (self.N, self.W, self.C), "weights": (self.S, self.C // self.groups, self.K),
+                "output": self.output_shape}
 
     def reference(self, inp, wgt):
-        return conv1d_nwc_reference(inp, wgt, self.stride, self.pad, self.dilation)
+        return conv1d_nwc_reference(inp, wgt, self.stride, self.pad, self.dilation, self.groups)
+
+    constant_weights = Conv2d.constant_weights
+
+
+@dataclasses.dataclass(frozen=True)
+class Depthwise1d(_Operator):
+    """Depthwise 1-d convolution: out[n, w, c] = sum over s of in[n, w * stride + s * dilation, c] x W[s, c];
+    NWC, weights [S, C] (WIO of a conv1d with groups = C, the unit I left out): tuned as a depthwise conv2d of
+    height 1 on its own 3-d buffers (Problem.from_operator)."""
+
+    C: int
+    W: int  # input length before padding
+    S: int
+    stride: int = 1
+    pad: int | tuple = 0  # one int or (left, right)
+    dilation: int = 1
+    N: int = 1
+    name: str = ""
+    dtype: str = "float32"
+    prepack: bool = False
+    BLOCK = "depthwise_conv1d_nwc"
+
+    def __post_init__(self):
+        check_positive(C=self.C, W=self.W, S=self.S, stride=self.stride, dilation=self.dilation, N=self.N)
+        check_dtype(self.dtype)
+        _pads_1d(self)
+
+    pads = Conv1d.pads
+    out_w = Conv1d.out_w
+
+    @property
+    def K(self) -> int:  # the output channels, as for a Conv1d
+        return self.C
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.N * self.out_w * self.C * self.S
+
+    @property
+    def output_shape(self) -> tuple:
+        return (self.N, self.out_w, self.C)
+
+    def te(self, vector_lanes: int | None = None):
+        """(input, weight, output) TE tensors; channels padded to whole vectors as Depthwise.te does (pad_temp,
+        W_pad, O_unpad)."""
+        from tvm import te
+
+        cp = _padded(self.C, vector_lanes)
+        inp = te.placeholder((self.N, self.W, self.C), self.dtype, name="I")
+        wgt_in = te.placeholder((self.S, cp if self.prepack else self.C), self.dtype, name="W")
+        wgt = wgt_in if cp == self.C or self.prepack else te.compute(
+            (self.S, cp), lambda s, c: te.if_then_else(c < self.C, wgt_in[s, c], 0.0), name="W_pad")
+        src = _padded_input_1d(self, inp, cp)
+        s = te.reduce_axis((0, self.S), name="s")
+        st, dl = self.stride, self.dilation
+        out = te.compute((self.N, self.out_w, cp), lambda n, w, c: te.sum(src[n, w * st + s * dl, c] * wgt[s, c], axis=s),
+                         name=self.BLOCK)
+        if cp != self.C:
+            out = te.compute(self.output_shape, lambda n, w, c: out[n, w, c], name="O_unpad")
+        return inp, wgt_in, out
+
+    def operand_shapes(self) -> dict:
+        return {"input": (self.N, self.W, self.C), "weights": (self.S, self.C), "output": self.output_shape}
+
+    def reference(self, inp, wgt):
+        return conv1d_nwc_reference(inp, wgt[:, None, :], self.stride, self.pad, self.dilation, groups=self.C)
+
+
+def _pads_1d(op) -> None:
+    """A 1-d operator's pad in its canonical form (one int when both sides agree); ShapeError when bad or when
+    the output is empty."""
+    pads = (op.pad, op.pad) if isinstance(op.pad, int) else tuple(op.pad)
+    if len(pads) != 2 or any(not isinstance(p, int) or p < 0 for p in pads):
+        raise ShapeError(f"{type(op).__name__.lower()} pad must be one int or [left, right] of ints >= 0, got {op.pad!r}")
+    object.__setattr__(op, "pad", pads[0] if pads[0] == pads[1] else pads)
+    if op.out_w <= 0:
+        raise ShapeError(f"{type(op).__name__.lower()} {op} has an empty output (length {op.out_w})")
+
+
+def _padded_input_1d(op, inp, channels: int):
+    """The input padded along w (op.pads) and, with `channels` > op.C, to whole vectors of channels (zeros): a
+    `pad_temp` stage, timed with the function; the input itself when nothing is padded."""
+    from tvm import te
+
+    left, right = op.pads
+    if not (left or right or channels != op.C):
+        return inp
+    if channels == op.C:
+        return te.compute((op.N, op.W + left + right, channels), lambda n, w, c: te.if_then_else(
+            te.all(w >= left, w < op.W + left), inp[n, w - left, c], 0.0), name="pad_temp")
+    return te.compute((op.N, op.W + left + right, channels), lambda n, w, c: te.if_then_else(
+        te.all(w >= left, w < op.W + left, c < op.C), inp[n, w - left, te.min(c, op.C - 1)], 0.0), name="pad_temp")
 
 
 def normalize_pad(pad) -> tuple:
@@ -329,11 +427,11 @@ def normalize_pad(pad) -> tuple:
     return values * 4 if len(values) == 1 else values * 2 if len(values) == 2 else values
 
 
-def conv1d_nwc_reference(inp, wgt, stride=1, pad=0, dilation=1):
-    """numpy 1-d convolution, NWC x WIO (taps, input channels, outputs) -> NWC; `pad` one int or (left, right):
-    the conv2d of height 1 it is tuned as."""
+def conv1d_nwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
+    """numpy 1-d convolution, NWC x WIO (taps, input channels / groups, outputs) -> NWC; `pad` one int or
+    (left, right): the conv2d of height 1 it is tuned as."""
     left, right = (pad, pad) if isinstance(pad, int) else pad
-    return conv2d_nhwc_reference(inp[:, None], wgt[None], stride, (0, left, 0, right), dilation)[:, 0]
+    return conv2d_nhwc_reference(inp[:, None], wgt[None], stride, (0, left, 0, right), dilation, groups)[:, 0]
 
 
 def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
@@ -584,25 +682,27 @@ def get_layer(name: str):
 SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
                            "optional": ("stride", "pad", "dilation", "N", "groups")},
                 "depthwise": {"required": ("C", "H", "W", "R", "S"), "optional": ("stride", "pad", "dilation", "N")},
-                "conv1d": {"required": ("K", "C", "W", "S"), "optional": ("stride", "pad", "dilation", "N")},
+                "conv1d": {"required": ("K", "C", "W", "S"), "optional": ("stride", "pad", "dilation", "N", "groups")},
+                "depthwise1d": {"required": ("C", "W", "S"), "optional": ("stride", "pad", "dilation", "N")},
                 "matmul": {"required": ("M", "N", "K"), "optional": ("dense",)},
                 "batch_matmul": {"required": ("B", "M", "N", "K"), "optional": ("layout",)}}
 
 
-OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "matmul": Matmul,
-             "batch_matmul": BatchMatmul}
+OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "depthwise1d": Depthwise1d,
+             "matmul": Matmul, "batch_matmul": BatchMatmul}
 
 
 def kind_of(operator) -> str:
-    """The shapes-file "op" of an operator ("conv2d", "depthwise", "conv1d", "matmul", "batch_matmul")."""
+    """The shapes-file "op" of an operator (a key of OPERATORS)."""
     return next(kind for kind, cls in OPERATORS.items() if isinstance(operator, cls))
 
 
 def load_shapes(path) -> list:
     """Operators from a JSON shapes file: {"layers": [{"name": ..., "op": "conv2d" | "depthwise" | "conv1d" |
-    "matmul" | "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H, W, R, S, stride,
-    pad, dilation, N = batch, groups; depthwise: the same without K and groups; conv1d: K, C, W, S, stride, pad,
-    dilation, N; matmul: M, N, K, dense; batch_matmul: B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or
+    "depthwise1d" | "matmul" | "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H,
+    W, R, S, stride, pad, dilation, N = batch, groups; depthwise: the same without K and groups; conv1d: K, C, W,
+    S, stride, pad, dilation, N, groups; depthwise1d: the same without K and groups; matmul: M, N, K, dense;
+    batch_matmul: B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or
     [top, left, bottom, right] ([left, right] for conv1d). Every problem is a ShapeError naming the file, the entry
     and the field."""
     import os

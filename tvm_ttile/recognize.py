@@ -9,8 +9,8 @@ expressions alone:
 - an input index of the form h * stride + r * dilation (a sliding window): a convolution, NHWC when the output's
   channel is its last index (the weights' variable), depthwise when the output channel also indexes the input
   and nothing else is reduced, grouped when the input channel is computed from the output channel; with one
-  window and a 3-d output (NWC), a 1-d convolution, tuned as a conv2d of height 1 (canonicalize adds the unit h
-  and r iterators; its intrinsics read the 3-d buffers, intrin.ONE_D).
+  window and a 3-d output (NWC), a 1-d convolution (plain, grouped or depthwise), tuned as the 2-d one of
+  height 1 (canonicalize adds the unit h and r iterators; its intrinsics read the 3-d buffers, intrin.ONE_D).
 The weights (the operand holding the output's innermost, vectorized variable) and the input may be read in
 any layout; `Contraction.transposed` says which ones lowering must copy into the microkernels' layout.
 """
@@ -35,10 +35,14 @@ LAYOUTS = {"conv2d": (("n", "h", "w", "c"), ("r", "s", "c", "k"), ("n", "h", "w"
            "depthwise": (("n", "h", "w", "k"), ("r", "s", "k"), ("n", "h", "w", "k"))}
 # Kinds tvm_ttile recognizes, and the operator whose structured space tunes each (None: recognized, refused).
 KINDS = {"matmul": "matmul", "batch_matmul": "matmul", "conv2d": "conv2d", "grouped_conv2d": "conv2d",
-         "conv2d_nchw": None, "depthwise_conv2d": "depthwise", "conv1d": "conv2d"}
-# The dimensions a 1-d convolution lacks (extent 1 in its conv2d problem) and its operands' layouts.
+         "conv2d_nchw": None, "depthwise_conv2d": "depthwise", "conv1d": "conv2d", "grouped_conv1d": "conv2d",
+         "depthwise_conv1d": "depthwise"}
+ONE_D_KINDS = ("conv1d", "grouped_conv1d", "depthwise_conv1d")  # tuned as their 2-d kind of height 1
+# The dimensions a 1-d convolution lacks (extent 1 in its 2-d problem) and, per operator, the layouts its
+# microkernels read the 3-d buffers in: input, weights, output.
 CONV1D_UNIT = ("h", "r")
-CONV1D_LAYOUTS = (("n", "w", "c"), ("s", "c", "k"), ("n", "w", "k"))
+ONE_D_LAYOUTS = {"conv2d": (("n", "w", "c"), ("s", "c", "k"), ("n", "w", "k")),
+                 "depthwise": (("n", "w", "k"), ("s", "k"), ("n", "w", "k"))}
 REFUSALS = {
     "conv2d_nchw": "an NCHW conv2d: tvm_ttile tunes NHWC/HWIO; convert the layout first, e.g. "
                    "relax.transform.ConvertLayout({'relax.nn.conv2d': ['NHWC', 'HWIO']}) as tvm-ttile tune-model does",
@@ -68,8 +72,13 @@ class Contraction:
 
     @property
     def one_d(self) -> bool:
-        """A 1-d convolution: tuned as a conv2d of height 1 over its 3-d buffers."""
-        return self.kind == "conv1d"
+        """A 1-d convolution: tuned as its 2-d operator of height 1 over its 3-d buffers."""
+        return self.kind in ONE_D_KINDS
+
+    @property
+    def layouts_read(self) -> tuple:
+        """The layouts the microkernels read: input, weights, output."""
+        return ONE_D_LAYOUTS[self.op] if self.one_d else LAYOUTS[self.op]
 
     @property
     def batch_size(self) -> int:
@@ -213,7 +222,7 @@ def _matmul(name, out, reduce, loads, extent):
 def _convolution(name, out, reduce, loads, compound, extent, group):
     """`group(pos, k, c, kg)`: whether the input's index at `pos` is k // kg * extent(c) + c."""
     if len(out) == 3 and sum(compound) == 1:
-        return _convolution_1d(name, out, reduce, loads, compound, extent)
+        return _convolution_1d(name, out, reduce, loads, compound, extent, group)
     if len(out) != 4 or sum(compound) != 1:
         return f"block {name!r} is not a 2-d convolution (a 4-d output and one input read through windows)"
     xi = compound.index(True)
@@ -300,9 +309,10 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
                        transposed, weights_first, layouts, groups)
 
 
-def _convolution_1d(name, out, reduce, loads, compound, extent):
-    """A 1-d convolution out[n, w, k] += in[n, w * stride + s * dilation, c] * weights[s, c, k] (NWC, WIO: the
-    layouts its conv2d of height 1 reads in place); other layouts, groups and depthwise ones get their line."""
+def _convolution_1d(name, out, reduce, loads, compound, extent, group):
+    """A 1-d convolution out[n, w, k] += in[n, w * stride + s * dilation, ch] * weights[s, c, k] (NWC, WIO: the
+    layouts its 2-d operator of height 1 reads in place): plain (ch = c), grouped (ch = k // (K / groups) * C /
+    groups + c) or depthwise (ch = k, weights [s, k] or WIO's [s, 1, k]); other layouts get their line."""
     xi = compound.index(True)
     inp, wgt = loads[xi], loads[1 - xi]
     wv = _plain(wgt)
@@ -319,27 +329,47 @@ def _convolution_1d(name, out, reduce, loads, compound, extent):
     if n is None or len(ch_out) != 1:
         return f"block {name!r} is not a 1-d convolution (no batch or no output channel)"
     k = ch_out[0]
+    dims = {"n": n, "w": w, "k": k, "s": s}
     rest = set(reduce) - {s}
     channel = [pos for pos, (tt, _) in enumerate(inp) if pos != pos_w and (tt is None or n not in tt)]
-    if len(rest) != 1 or len(channel) != 1 or inp[channel[0]][0] != {next(iter(rest)): 1}:
-        return f"block {name!r} is a grouped or depthwise 1-d convolution: tvm_ttile tunes plain ones (NWC, WIO)"
-    dims = {"n": n, "w": w, "k": k, "s": s, "c": next(iter(rest))}
+    if len(channel) != 1:
+        return f"block {name!r} is a 1-d convolution in a layout tvm_ttile does not know"
+    t, used = inp[channel[0]]
+    groups = 1
+    if t is not None and k in t and all(extent[v] == 1 for v in rest):
+        kind = "depthwise_conv1d"
+    elif t is None and k in used and len(rest) == 1:
+        c = next(iter(rest))
+        groups = next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
+                       and group(channel[0], k, c, kg)), 0)
+        if not groups:
+            return f"block {name!r} is a 1-d convolution whose input channel is computed in a way tvm_ttile does not know"
+        kind, dims["c"] = "grouped_conv1d", c
+    elif t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1:
+        kind, dims["c"] = "conv1d", next(iter(rest))
+    else:
+        return f"block {name!r} is a 1-d convolution tvm_ttile does not know (input channel index {t or used})"
+    op = KINDS[kind]
     names = {v: d for d, v in dims.items()}
-    got = (tuple(names.get(v) for v in out),
-           tuple("w" if pos == pos_w else names.get(next(iter(tt))) if tt and len(tt) == 1 else None
-                 for pos, (tt, _) in enumerate(inp)),
-           tuple(names.get(v) for v in wv))
-    want_in, want_w, want_out = CONV1D_LAYOUTS
-    for role, have, want, layout in (("output", got[0], want_out, "NWC"), ("input", got[1], want_in, "NWC"),
-                                     ("weights", got[2], want_w, "WIO")):
-        if have != want:
+    got_out = tuple(names.get(v) for v in out)
+    got_in = tuple("w" if pos == pos_w else ("k" if op == "depthwise" else "c") if pos == channel[0]
+                   else names.get(next(iter(tt))) if tt and len(tt) == 1 else None for pos, (tt, _) in enumerate(inp))
+    # WIO weights of a depthwise one hold a unit input channel, left out of the microkernels' layout (canonicalize)
+    got_w = tuple(names.get(v) or ("1" if op == "depthwise" and (v is None or extent[v] == 1) else None) for v in wv)
+    want_in, want_w, want_out = ONE_D_LAYOUTS[op]
+    transposed = ()  # a depthwise one's weights in any order of s and k: copied in the microkernels' (canonicalize)
+    if op == "depthwise" and sorted(d for d in got_w if d != "1") == sorted(want_w) and got_w != want_w:
+        transposed = ("weights",)
+    for role, have, want, layout in (("output", got_out, want_out, "NWC"), ("input", got_in, want_in, "NWC"),
+                                     ("weights", got_w, want_w, "WIO")):
+        if have != want and not (role == "weights" and transposed):
             return (f"block {name!r} is a 1-d convolution whose {role} is not {layout}: tvm_ttile tunes NWC / WIO; "
                     "convert the layout first, e.g. relax.transform.ConvertLayout({'relax.nn.conv1d': ['NWC', 'WIO']}) "
                     "as tvm-ttile tune-model does")
-    order = CANONICAL["conv2d"]
-    extents = tuple((d, 1 if d in CONV1D_UNIT else extent[dims[d]]) for d in order)
-    return Contraction("conv1d", name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
-                       (), xi == 1, (("input", got[1]), ("weights", got[2])))
+    order = CANONICAL[op]
+    extents = tuple((d, 1 if d in CONV1D_UNIT else extent[dims[d]] // (groups if d == "k" else 1)) for d in order)
+    return Contraction(kind, name, tuple((d, dims[d]) for d in order if d in dims), extents, (), stride, dilation,
+                       transposed, xi == 1, (("input", got_in), ("weights", got_w)), groups)
 
 
 def recognize(func) -> Contraction:
@@ -387,20 +417,17 @@ def canonicalize(sch, contraction: Contraction):
     block = sch.get_sblock(contraction.block)
     order = contraction.order()
     n_iters = len(sch.get(block).iter_vars)  # more than `order` holds: unit iterators the order drops
+    unit = tvm.tirx.IntImm("int32", 0)  # a 1-d convolution's h and r (None in `order`): 0 in no index
     if contraction.groups > 1:  # k -> (group, k within the group): the group becomes the outermost iterator
         kg, ki = dict(contraction.extents)["k"], dict(contraction.dims)["k"]
         # int32 like the function's own iterators: a mix gives casts in the loops' bindings, and a batch loop
         # fused with a Par loop (lowering) could then no longer be tensorized under.
         sch.transform_block_layout(block, IndexMap.from_func(
-            lambda *v: (v[ki] // kg, *(v[i] % kg if i == ki else v[i] for i in order)), ndim=n_iters,
-            index_dtype="int32"))
-    elif contraction.one_d:  # the unit h and r iterators of a conv2d of height 1 (0 in no index)
-        unit = tvm.tirx.IntImm("int32", 0)
+            lambda *v: (v[ki] // kg, *(unit if i is None else v[i] % kg if i == ki else v[i] for i in order)),
+            ndim=n_iters, index_dtype="int32"))
+    elif order != list(range(n_iters)):
         sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(unit if i is None else v[i] for i in order),
                                                              ndim=n_iters, index_dtype="int32"))
-    elif order != list(range(n_iters)):
-        sch.transform_block_layout(block, IndexMap.from_func(lambda *v: tuple(v[i] for i in order), ndim=n_iters,
-                                                             index_dtype="int32"))
     batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
     stmt = sch.get(block)
     x, y = _product(stmt.body.value)[1:]
@@ -408,7 +435,7 @@ def canonicalize(sch, contraction: Contraction):
     layouts = dict(contraction.layouts)
     for role in contraction.transposed:
         load = inp if role == "input" else wgt
-        want = tuple(b for b in batch if b in layouts[role]) + LAYOUTS[contraction.op][0 if role == "input" else 1]
+        want = tuple(b for b in batch if b in layouts[role]) + contraction.layouts_read[0 if role == "input" else 1]
         perm = [layouts[role].index(d) for d in want]
         index = next(i for i, region in enumerate(stmt.reads) if region.source.same_as(load.source))
         sch.cache_read(block, index, "global")

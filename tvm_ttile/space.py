@@ -77,12 +77,21 @@ class Problem:
 
     @classmethod
     def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
-        from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Matmul
+        from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul
 
-        if isinstance(operator, Conv1d):  # a conv2d of height 1 (its intrinsics read the 3-d buffers)
-            kp = -(-operator.K // lanes) * lanes
-            sizes = {"n": operator.N, "h": 1, "w": operator.out_w, "k": kp, "c": operator.C, "r": 1, "s": operator.S}
-            return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation, kp - operator.K)
+        if isinstance(operator, Conv1d):  # a conv2d of height 1 (its intrinsics read the 3-d buffers), per group
+            g = operator.groups
+            kg = operator.K // g
+            kp = -(-kg // lanes) * lanes
+            sizes = {"n": operator.N, "h": 1, "w": operator.out_w, "k": kp, "c": operator.C // g, "r": 1,
+                     "s": operator.S}
+            return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation, kp - kg,
+                       batch=g)
+        if isinstance(operator, Depthwise1d):  # a depthwise conv2d of height 1, as above
+            cp = -(-operator.C // lanes) * lanes
+            sizes = {"n": operator.N, "h": 1, "w": operator.out_w, "k": cp, "r": 1, "s": operator.S}
+            return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
+                       cp - operator.C)
         if isinstance(operator, Depthwise):
             cp = -(-operator.C // lanes) * lanes
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": cp, "r": operator.R,
@@ -101,8 +110,8 @@ class Problem:
             np_ = -(-operator.N // lanes) * lanes
             return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.K)), lanes, isa,
                        vector_pad=np_ - operator.N, batch=operator.B if isinstance(operator, BatchMatmul) else 1)
-        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d, depthwise, conv1d, matmul and "
-                         "batch matmul are supported")
+        raise TTileError(f"no structured space for {type(operator).__name__}; conv2d, depthwise, conv1d, depthwise1d, "
+                         "matmul and batch matmul are supported")
 
 
 @dataclasses.dataclass(frozen=True)

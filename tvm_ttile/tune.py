@@ -96,7 +96,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
          trials_per_iter: int = 10, progress: bool = True, verbose: bool = False,
          sampler_options: dict | None = None, strategy: str = "random",
          strategy_options: dict | None = None) -> TuneResult:
-    """Tune `operator` (operators.Conv2d, Depthwise or Matmul) and return the verified best. strategy "model"
+    """Tune `operator` (an operators.OPERATORS class) and return the verified best. strategy "model"
     ranks a pool of drawn schemes before measuring (strategies.model); with trials=0 it measures no candidate
     and builds the top-ranked scheme (pick_without_measuring)."""
     import tempfile

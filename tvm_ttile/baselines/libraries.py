@@ -1,9 +1,9 @@
 """Library references, measured in this process with the same thread count: oneDNN through PyTorch's CPU
-build and ONNX Runtime's CPU kernels (optional extras) for conv2d (grouped too), depthwise, conv1d and matmul, ONNX
-Runtime and numpy's BLAS for batch matmul, numpy for matmul. Weights are the libraries' constants (packed at
-set-up, as in a network); a batch matmul's second operand is one only when the operator says so (prepack),
-otherwise an input as in attention. Each output is checked against the operator's numpy reference before its
-time is reported."""
+build and ONNX Runtime's CPU kernels (optional extras) for conv2d and conv1d (grouped too), depthwise 2-d and
+1-d and matmul, ONNX Runtime and numpy's BLAS for batch matmul, numpy for matmul. Weights are the libraries'
+constants (packed at set-up, as in a network); a batch matmul's second operand is one only when the operator
+says so (prepack), otherwise an input as in attention. Each output is checked against the operator's numpy
+reference before its time is reported."""
 from __future__ import annotations
 
 import statistics
@@ -79,34 +79,47 @@ def onnxruntime_conv2d(op, threads=1):
     return run().transpose(0, 2, 3, 1), _time(run), version
 
 
+def _conv1d_weights(op, w):
+    """A 1-d operator's weights in torch's and ONNX's layout, K x C/groups x S, and its groups (a depthwise
+    one's [S, C]: C x 1 x S, groups = C)."""
+    if w.ndim == 2:
+        return np.ascontiguousarray(w.T[:, None, :]), op.C
+    return np.ascontiguousarray(w.transpose(2, 1, 0)), op.groups
+
+
 def onednn_conv1d(op, threads=1):
-    """torch's conv1d (oneDNN) on NCW data, the layout torch keeps 1-d activations in."""
+    """torch's conv1d (oneDNN) on NCW data, the layout torch keeps 1-d activations in (grouped and depthwise
+    too)."""
     import torch
 
     torch.set_num_threads(threads)
     x, w = op.random_inputs()
     xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 1)))  # NCW
-    wt = torch.from_numpy(np.ascontiguousarray(w.transpose(2, 1, 0)))  # K C S
+    w, groups = _conv1d_weights(op, w)
+    wt = torch.from_numpy(w)
     left, right = op.pads
     F = torch.nn.functional
     pad = (lambda x: x) if left == right else (lambda x: F.pad(x, (left, right)))  # noqa: E731 - timed with it
 
     def run():
         with torch.no_grad():
-            return F.conv1d(pad(xt), wt, stride=op.stride, padding=left if left == right else 0, dilation=op.dilation)
+            return F.conv1d(pad(xt), wt, stride=op.stride, padding=left if left == right else 0, dilation=op.dilation,
+                            groups=groups)
 
     out = run().permute(0, 2, 1).contiguous().numpy()
     return out, _time(run), f"torch {torch.__version__} (oneDNN)"
 
 
 def onnxruntime_conv1d(op, threads=1):
+    """ONNX's Conv on NCW data (grouped and depthwise too)."""
     from onnx import helper
 
     x, w = op.random_inputs()
+    w, groups = _conv1d_weights(op, w)
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[op.stride], pads=list(op.pads),  # left, right
-                            dilations=[op.dilation])
+                            dilations=[op.dilation], group=groups)
     xn = np.ascontiguousarray(x.transpose(0, 2, 1))
-    run, version = _onnxruntime_node(node, xn, np.ascontiguousarray(w.transpose(2, 1, 0)), threads)  # KCS
+    run, version = _onnxruntime_node(node, xn, w, threads)
     return run().transpose(0, 2, 1), _time(run), version
 
 
@@ -226,10 +239,10 @@ def onnxruntime_batch_matmul(op, threads=1):
 
 # Per library, the operators it times (by class name).
 LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depthwise": onednn_depthwise,
-                        "Conv1d": onednn_conv1d},
+                        "Conv1d": onednn_conv1d, "Depthwise1d": onednn_conv1d},
              "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul,
                              "Depthwise": onnxruntime_depthwise, "BatchMatmul": onnxruntime_batch_matmul,
-                             "Conv1d": onnxruntime_conv1d},
+                             "Conv1d": onnxruntime_conv1d, "Depthwise1d": onnxruntime_conv1d},
              "numpy": {"Matmul": numpy_matmul, "BatchMatmul": numpy_batch_matmul}}
 
 

@@ -54,8 +54,8 @@ PREFETCH = "_pf"  # name suffix (+ distance in reduction steps) of the intrinsic
 ZERO_START = "_zs"  # name suffix of the intrinsics whose accumulators start at zero instead of the output's value
 
 
-# Name suffix of the conv2d intrinsics of a 1-d convolution (a conv2d of height 1): they read its 3-d buffers,
-# NWC / WIO, which hold no h and r index (tensorize needs a description's buffers to have at most the rank of
+# Name suffix of the conv2d and depthwise intrinsics of a 1-d convolution (the 2-d one of height 1): they read
+# its 3-d buffers, NWC / WIO (a depthwise one's weights [s, k]), which hold no h and r index (tensorize needs a description's buffers to have at most the rank of
 # the function's).
 ONE_D = "_1d"
 
@@ -120,7 +120,7 @@ def store(buf, value, idx) -> None:
 
 def views(A, B, C, packed: int = 0, one_d: bool = False) -> tuple:
     """The tile's buffers as the microkernel code indexes them: weights through their packed layout, a 1-d
-    convolution's buffers as a conv2d's."""
+    convolution's buffers as the 2-d operator's (the same indices drop for conv2d and depthwise)."""
     if one_d:  # packed weights lead with the vector blocks: their r comes second
         A, B, C = OneD(A, 1), OneD(B, 1 if packed else 0), OneD(C, 1)
     return A, weights(B, packed), C
@@ -150,6 +150,11 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool =
         ih = (u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1
         iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
         shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red, kv), (1, u["h"], u["w"], kv)]
+    elif mk.op == "depthwise" and one_d:
+        if u["h"] != 1 or mk.red != 1:
+            raise TTileError(f"{mk.name}: a 1-d convolution's microkernel unrolls no h and reduces over no r")
+        iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
+        shapes = [(1, iw, kv), (u["s"], kv), (1, u["w"], kv)]
     elif mk.op == "depthwise":
         ih = (u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1
         iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
@@ -216,8 +221,8 @@ def _desc_body(mk, A, B, C):
             elif mk.op == "depthwise":
                 st, dl = mk.stride, mk.dilation
                 o = [0, g("h"), g("w"), g("k")]
-                T.buffer_store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("k")]
-                               * B[g("r"), g("s"), g("k")], o)
+                store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("k")]
+                      * B[g("r"), g("s"), g("k")], o)
             else:
                 o = [g("i"), g("j")]
                 T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
