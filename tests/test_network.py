@@ -7,7 +7,7 @@ import pytest
 
 
 
-@pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet", "mobilenet_v2", "transformer"])
+@pytest.mark.parametrize("name", ["resnet18", "darknet19", "tiny_resnet", "mobilenet_v2", "transformer", "dcgan"])
 def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
     import onnx
 
@@ -49,9 +49,14 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
         batched = [t for t in dense if t.shape.endswith(" x12")]
         assert sorted(t.shape for t in batched) == ["matmul i128,j128,k64 x12", "matmul i128,j64,k128 x12"]
         assert sum(t.weight for t in batched) == 4 and sum(t.weight for t in dense) == 16
+    if name == "dcgan":
+        # each transposed convolution is 4 phase convolutions of 2 x 2 taps, one task per layer; the last one's 3
+        # output channels are left to MetaSchedule (padding them to whole vectors would more than double the work)
+        assert sorted(t.weight for t in convs) == [4, 4, 4] and all(",r2,s2" in t.shape for t in convs)
 
 
-@pytest.mark.parametrize("name,shape", [("mobilenet_v2", (1, 3, 224, 224)), ("transformer", (128, 768))])
+@pytest.mark.parametrize("name,shape", [("mobilenet_v2", (1, 3, 224, 224)), ("transformer", (128, 768)),
+                                        ("dcgan", (1, 512, 4, 4))])
 def test_torch_and_onnx_agree(name, shape):
     torch = pytest.importorskip("torch")
     ort = pytest.importorskip("onnxruntime")
@@ -163,6 +168,42 @@ def test_grouped_and_depthwise_conv1d_networks_are_tuned_by_tvm_ttile_and_correc
     hidden = np.maximum(conv1d_nwc_reference(x.transpose(0, 2, 1), w1.transpose(2, 1, 0), 1, 1, 1, 2), 0)
     ref = conv1d_nwc_reference(hidden, w2.transpose(2, 1, 0), 1, 2, 1, k).transpose(0, 2, 1)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_convolutions_become_phase_convolutions_tuned_by_tvm_ttile_and_correct(small_catalog, host, tmp_path):
+    """Two ONNX ConvTranspose layers (DCGAN's kernel 4 / stride 2 / pad 1 + bias + ReLU, then kernel 3 / stride 2
+    with an output padding): prepare rewrites each into its stride^2 phase convolutions (no product by a stuffed
+    zero), tvm_ttile tunes them, and the build matches numpy's transposed convolution."""
+    from onnx import TensorProto, helper
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.transposed import conv2d_transpose_reference
+
+    rng = np.random.default_rng(2)
+    k = 2 * host.lanes
+    w1, b1 = rng.standard_normal((6, k, 4, 4), dtype=np.float32), rng.standard_normal(k, dtype=np.float32)
+    w2 = rng.standard_normal((k, host.lanes, 3, 3), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w1", "b1"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("ConvTranspose", ["r", "w2"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])],
+        "dcgan", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor(n, TensorProto.FLOAT, w.shape, w.flatten()) for n, w in (("w1", w1), ("b1", b1),
+                                                                                                 ("w2", w2))])
+    net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
+    mod = nw.prepare(net.mod)
+    assert "conv2d_transpose" not in str(mod)
+    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    # the first layer's 4 phases are one task (2 x 2 taps each), the second's 2 x 2, 2 x 1, 1 x 2 and 1 x 1 taps
+    assert sum(t.policy == "tvm_ttile" and t.shape.startswith("conv2d") for t in res.tasks) == 5, \
+        [(t.name, t.policy, t.shape) for t in res.tasks]
+    x = rng.standard_normal((1, 6, 5, 5), dtype=np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
+    hidden = np.maximum(conv2d_transpose_reference(x, w1, (2, 2), (1, 1), (10, 10)) + b1[:, None, None], 0)
+    ref = conv2d_transpose_reference(hidden, w2, (2, 2), (1, 1), (20, 20))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
 
 
 def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(small_catalog, host, tmp_path):

@@ -210,10 +210,13 @@ class _WholeVectorOutputs(relax.PyExprMutator):
 
 
 def prepare(mod, cpu=None, whole_vectors: bool = True):
-    """The imported Relax module with conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries,
-    folded on weights), and with `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole
-    vectors of `cpu`'s ISA (the host's by default; _WholeVectorOutputs)."""
-    mod = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
+    conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
+    `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
+    host's by default; _WholeVectorOutputs)."""
+    from .transposed import rewrite
+
+    mod, _ = rewrite(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)

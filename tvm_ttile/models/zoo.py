@@ -61,6 +61,15 @@ def mobilenet_v2(b, x):
     return b.dense(b.global_avgpool(x), 1000)
 
 
+def dcgan(b, x):
+    """DCGAN's generator (Radford et al. 2016) from its projected latent (4x4, 512 channels here, as Ansor's T2D
+    set): four transposed convolutions of kernel 4, stride 2, pad 1 up to a 64x64 RGB image, ReLU between
+    (batch norm folded; the final tanh left out)."""
+    for k in (256, 128, 64):
+        x = b.conv_transpose(x, k, 4, stride=2, pad=1, act="relu")
+    return b.conv_transpose(x, 3, 4, stride=2, pad=1)
+
+
 def mlp(b, x):
     """A fully connected classifier, 784-2048-2048-10 with ReLU (the kind of network AutoMCL's dense layers
     come from); batch 16 by default."""
@@ -82,7 +91,8 @@ def transformer(b, x):
 
 MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
           "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784)),
-          "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)), "transformer": (transformer, (128, 768))}
+          "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)), "transformer": (transformer, (128, 768)),
+          "dcgan": (dcgan, (1, 512, 4, 4))}
 
 
 def get_model(name: str):
@@ -145,6 +155,13 @@ class OnnxBuilder:
         if act == "relu6":
             return self._node("Clip", [y[0], self._named("zero", 0.0), self._named("six", 6.0)], k)
         return self._node("LeakyRelu", [y[0]], k, alpha=0.1) if act == "leaky" else y
+
+    def conv_transpose(self, x, k, r, stride=1, pad=0, act=None):
+        w, bias = self.weights.conv(k, x[1], r)
+        w = np.ascontiguousarray(w.transpose(1, 0, 2, 3))  # ConvTranspose's weights: input channels first
+        y = self._node("ConvTranspose", [x[0], self._const(w), self._const(bias)], k, kernel_shape=[r, r],
+                       strides=[stride] * 2, pads=[pad] * 4)
+        return self.relu(y) if act == "relu" else y
 
     def _named(self, name, value):
         """A shared scalar constant (not drawn from the weights' random stream)."""
@@ -232,6 +249,11 @@ def to_torch(name: str, seed: int = 0):
             if act == "relu6":
                 return F.relu6(y)
             return F.relu(y) if act == "relu" else F.leaky_relu(y, 0.1) if act == "leaky" else y
+
+        def conv_transpose(self, x, k, r, stride=1, pad=0, act=None):
+            w, bias = self._take()
+            y = F.conv_transpose2d(x, w, bias, stride=stride, padding=pad)
+            return F.relu(y) if act == "relu" else y
 
         relu = staticmethod(F.relu)
 
