@@ -264,8 +264,6 @@ def test_conv1d_matches_numpy(host, case):
     """1-d convolutions on prime lengths, odd channel counts, strides, dilations and padding, tuned as conv2d of
     height 1 through their 3-d buffers (intrin.ONE_D), divisible and partial-tile schemes, weights in place and
     marked constant (packed), 1 and 2 threads; the output starts as NaN, so an element left unwritten would show."""
-    from tvm_ttile.microkernels.intrin import ONE_D
-
     rng = random.Random(5000 + case)
     L, C, S = rng.choice([29, 37, 61]), rng.choice([5, 13, 16]), rng.choice([1, 3, 5])
     stride, pad, dilation = rng.choice([1, 2]), rng.choice([0, 1, 2]), rng.choice([1, 1, 2])
@@ -277,9 +275,17 @@ def test_conv1d_matches_numpy(host, case):
     data = np.random.default_rng(case)
     inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
     ref = conv1d_nwc_reference(*inputs, stride, pad, dilation)
-    space = Space(problem, conv_kept(host.isa.name, host.lanes), threads=threads)
+    _lower_1d_and_check(host, problem, func, inputs, ref, conv_kept(host.isa.name, host.lanes), threads, case)
+
+
+def _lower_1d_and_check(host, problem, func, inputs, ref, kept, threads, seed):
+    """Divisible and partial-tile schemes of a 1-d convolution, each lowered through its 3-d buffers (intrin.ONE_D)
+    and run from an output of NaN (an element left unwritten would show) against `ref`."""
+    from tvm_ttile.microkernels.intrin import ONE_D
+
+    space = Space(problem, kept, threads=threads)
     for sampler in ("ttile", "nondivisible"):
-        for scheme in make_sampler(sampler, seed=case).sample_many(space, 2):
+        for scheme in make_sampler(sampler, seed=seed).sample_many(space, 2):
             lowered = lower(problem, scheme, func, threads=threads)
             assert all(n.endswith(ONE_D) for n in lowered.intrinsics if not n.startswith("ttile_noinit")), lowered
             lib = tvm.compile(lowered.sch.mod, target=host.target(threads))
@@ -296,8 +302,6 @@ def test_grouped_and_depthwise_conv1d_match_numpy(host, case):
     divisible and partial-tile schemes, weights in place and marked constant (packed), 1 and 2 threads; the
     output starts as NaN, so an element left unwritten would show."""
     from tvm import topi
-
-    from tvm_ttile.microkernels.intrin import ONE_D
 
     rng = random.Random(6000 + case)
     L, S = rng.choice([29, 37, 61]), rng.choice([3, 5])
@@ -326,13 +330,4 @@ def test_grouped_and_depthwise_conv1d_match_numpy(host, case):
     inputs = [data.standard_normal([int(d) for d in p.shape], dtype=np.float32) for p in func.params[:2]]
     wgt = inputs[1].reshape(S, 1, C) if case >= 2 else inputs[1]  # a depthwise one's as WIO
     ref = conv1d_nwc_reference(inputs[0], wgt, stride, pad, dilation, groups)
-    space = Space(problem, kept, threads=threads)
-    for sampler in ("ttile", "nondivisible"):
-        for scheme in make_sampler(sampler, seed=case).sample_many(space, 2):
-            lowered = lower(problem, scheme, func, threads=threads)
-            assert all(n.endswith(ONE_D) for n in lowered.intrinsics if not n.startswith("ttile_noinit")), lowered
-            lib = tvm.compile(lowered.sch.mod, target=host.target(threads))
-            args = [tvm.runtime.tensor(v) for v in (*inputs, np.full(ref.shape, np.nan, np.float32))]
-            lib["main"](*args)
-            assert np.allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max()))), \
-                scheme.text
+    _lower_1d_and_check(host, problem, func, inputs, ref, kept, threads, case)

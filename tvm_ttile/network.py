@@ -92,6 +92,16 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
         return call
 
 
+def _binding(mutator, expr):
+    """What a variable of the function `mutator` visits is bound to, through variables bound to variables."""
+    while isinstance(expr, relax.Var):
+        bound = mutator.lookup_binding(expr)
+        if bound is None:
+            return expr
+        expr = bound
+    return expr
+
+
 def _static_shape(expr) -> tuple | None:
     shape = getattr(getattr(expr, "ty", None), "shape", None)
     values = getattr(shape, "values", None)
@@ -122,17 +132,9 @@ class _WholeVectorOutputs(relax.PyExprMutator):
         self.lanes = lanes
         self.sliced = []  # (slice var, the padded tensor's var, the true channel count); vars compare by same_as
 
-    def _binding(self, expr):
-        while isinstance(expr, relax.Var):
-            bound = self.lookup_binding(expr)
-            if bound is None:
-                return expr
-            expr = bound
-        return expr
-
     def _constant(self, expr) -> bool:
         """Whether `expr` is computed from constants only (a weight and the permutes ConvertLayout puts on it)."""
-        expr = self._binding(expr)
+        expr = _binding(self, expr)
         if isinstance(expr, tvm.ir.expr.Constant):
             return True
         if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):

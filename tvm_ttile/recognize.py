@@ -219,6 +219,23 @@ def _matmul(name, out, reduce, loads, extent):
                        layouts=layouts)
 
 
+def _input_channel(t, used, k, rest, extent, group, pos) -> tuple:
+    """How a convolution's input channel index (at `pos`; `t` its affine terms, None when it is not affine, `used`
+    the iterators it reads) follows from the output channel k and the reduction iterators `rest` besides the
+    window's: ("depthwise", 1, None) when it is k itself; ("grouped", groups, c) when it is k // (K / groups) *
+    C / groups + c (`group` proves it for one K / groups; groups 0 when no K / groups fits); ("plain", 1, c) when
+    it is c; (None, 0, None) otherwise."""
+    if t is not None and k in t and all(extent[v] == 1 for v in rest):
+        return "depthwise", 1, None
+    if t is None and k in used and len(rest) == 1:
+        c = next(iter(rest))
+        return "grouped", next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
+                                and group(pos, k, c, kg)), 0), c
+    if t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1:
+        return "plain", 1, next(iter(t))
+    return None, 0, None
+
+
 def _convolution(name, out, reduce, loads, compound, extent, group):
     """`group(pos, k, c, kg)`: whether the input's index at `pos` is k // kg * extent(c) + c."""
     if len(out) == 3 and sum(compound) == 1:
@@ -260,19 +277,15 @@ def _convolution(name, out, reduce, loads, compound, extent, group):
     if layout is None or len(channel) != 1:
         return f"block {name!r} is a convolution in a layout tvm_ttile does not know"
     t, used = inp[channel[0]]
-    groups = 1
-    if t is not None and k in t and all(extent[v] == 1 for v in rest):
+    form, groups, c = _input_channel(t, used, k, rest, extent, group, channel[0])
+    if form == "grouped" and not groups:
+        return f"block {name!r} is a convolution whose input channel is computed in a way tvm_ttile does not know"
+    if form == "depthwise":
         kind = "depthwise_conv2d"
-    elif t is None and k in used and len(rest) == 1:
-        c = next(iter(rest))
-        groups = next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
-                       and group(channel[0], k, c, kg)), 0)
-        if not groups:
-            return f"block {name!r} is a convolution whose input channel is computed in a way tvm_ttile does not know"
+    elif form == "grouped":
         kind, dims["c"] = "grouped_conv2d", c
-    elif t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1 and k in wv:
-        dims["c"] = next(iter(rest))
-        kind = "conv2d" if layout == "nhwc" else "conv2d_nchw"
+    elif form == "plain" and k in wv:
+        kind, dims["c"] = "conv2d" if layout == "nhwc" else "conv2d_nchw", c
     else:
         return f"block {name!r} is a convolution tvm_ttile does not know (input channel index {t or used})"
     order = CANONICAL[KINDS[kind] or "conv2d"]
@@ -335,20 +348,12 @@ def _convolution_1d(name, out, reduce, loads, compound, extent, group):
     if len(channel) != 1:
         return f"block {name!r} is a 1-d convolution in a layout tvm_ttile does not know"
     t, used = inp[channel[0]]
-    groups = 1
-    if t is not None and k in t and all(extent[v] == 1 for v in rest):
-        kind = "depthwise_conv1d"
-    elif t is None and k in used and len(rest) == 1:
-        c = next(iter(rest))
-        groups = next((extent[k] // kg for kg in range(1, extent[k]) if extent[k] % kg == 0
-                       and group(channel[0], k, c, kg)), 0)
-        if not groups:
-            return f"block {name!r} is a 1-d convolution whose input channel is computed in a way tvm_ttile does not know"
-        kind, dims["c"] = "grouped_conv1d", c
-    elif t is not None and len(t) == 1 and next(iter(t)) in rest and len(rest) == 1:
-        kind, dims["c"] = "conv1d", next(iter(rest))
-    else:
-        return f"block {name!r} is a 1-d convolution tvm_ttile does not know (input channel index {t or used})"
+    form, groups, c = _input_channel(t, used, k, rest, extent, group, channel[0])
+    if form is None or (form == "grouped" and not groups):
+        return f"block {name!r} is a 1-d convolution whose input channel tvm_ttile does not know ({t or used})"
+    kind = {"depthwise": "depthwise_conv1d", "grouped": "grouped_conv1d", "plain": "conv1d"}[form]
+    if c is not None:
+        dims["c"] = c
     op = KINDS[kind]
     names = {v: d for d, v in dims.items()}
     got_out = tuple(names.get(v) for v in out)

@@ -21,6 +21,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .network import _binding, _static_shape
+
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
@@ -79,19 +81,9 @@ def conv2d_transpose_reference(x, weights, stride, pad, out_hw):
 
 
 def _constant(mutator, expr):
-    while isinstance(expr, relax.Var):
-        bound = mutator.lookup_binding(expr)
-        if bound is None:
-            return None
-        expr = bound
+    """The numpy value of a constant `expr` is (bound to), else None."""
+    expr = _binding(mutator, expr)
     return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
-
-
-def _shape(expr) -> tuple | None:
-    values = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
-    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
-        return None
-    return tuple(int(v) for v in values)
 
 
 @relax.expr_functor.mutator
@@ -109,7 +101,7 @@ class TransposedAsPhases(relax.PyExprMutator):
             return call
         a = call.attrs
         x, weights = call.args
-        in_shape, out_shape, w = _shape(x), _shape(call), _constant(self, weights)
+        in_shape, out_shape, w = _static_shape(x), _static_shape(call), _constant(self, weights)
         if (w is None or in_shape is None or out_shape is None or a.data_layout != "NCHW" or a.kernel_layout != "IOHW"
                 or a.out_layout not in ("NCHW", "") or int(a.groups) != 1 or any(int(d) != 1 for d in a.dilation)):
             return call
