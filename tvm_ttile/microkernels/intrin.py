@@ -55,8 +55,8 @@ ZERO_START = "_zs"  # name suffix of the intrinsics whose accumulators start at 
 
 
 # Name suffix of the conv2d and depthwise intrinsics of a 1-d convolution (the 2-d one of height 1): they read
-# its 3-d buffers, NWC / WIO (a depthwise one's weights [s, k]), which hold no h and r index (tensorize needs a description's buffers to have at most the rank of
-# the function's).
+# its 3-d buffers, NWC / WIO (a depthwise one's weights [s, k]), which hold no h and r index (tensorize needs a
+# description's buffers to have at most the rank of the function's).
 ONE_D = "_1d"
 
 
