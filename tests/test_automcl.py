@@ -130,6 +130,7 @@ def test_layer_band_shapes_are_layer_like_and_leave_the_benchmarks_out():
     assert (128, 768, 768) not in shapes
 
 
+@pytest.mark.slow
 def test_tune_automcl_on_a_small_dense_layer(host):
     from tvm_ttile.automcl.tune import tune_automcl
     from tvm_ttile.errors import TTileError
@@ -142,6 +143,7 @@ def test_tune_automcl_on_a_small_dense_layer(host):
         tune_automcl(Matmul(M=8, N=64, K=32), host, trials=6)
 
 
+@pytest.mark.slow
 def test_interrupted_automcl_run_keeps_each_finished_compute(host, tmp_path, monkeypatch):
     from tvm_ttile.automcl import tune as automcl_tune
     from tvm_ttile.operators import Matmul
@@ -166,6 +168,7 @@ def test_interrupted_automcl_run_keeps_each_finished_compute(host, tmp_path, mon
     assert res.verified and all(v["trials"] == 2 for v in res.per_compute.values()) and len(res.curve) == 12
 
 
+@pytest.mark.slow
 def test_trained_classifier_is_kept_per_cpu_and_picks_the_compute(host, tmp_path, monkeypatch):
     """A classifier trained on this CPU is found again from its cache directory; tune then tunes only the
     compute it picks (or every compute with all_computes, naming the pick)."""

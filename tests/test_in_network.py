@@ -23,17 +23,18 @@ def test_spearman_and_ranking_summary():
     assert s["alone_flushed_s"]["spearman"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_candidates_are_timed_at_their_call_sites_and_the_network_stays_correct(small_catalog, tmp_path):
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
     from tvm_ttile.metaschedule import open_database
     from tvm_ttile.models.importers import load_model
 
-    mod = nw.prepare(load_model("tiny_resnet").mod)
+    mod = nw.prepare(load_model("micro_resnet").mod)
     work = str(tmp_path / "w")
     nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
     vm = nw.build_network(mod, work)
-    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
     expected = nw.run(vm, x)
     db, target = open_database(work), cpu_mod.detect_host().target(1)
     task = next(t for t in nw.extract_tasks(mod) if t.policy == "tvm_ttile")

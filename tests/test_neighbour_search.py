@@ -148,6 +148,7 @@ def test_bad_search_names_and_options_are_one_line():
         SEARCHES["gbfs"](knob_land(), 0, rho="many")
 
 
+@pytest.mark.slow
 def test_gbfs_walks_the_conv2d_template_resumes_without_measuring_twice_and_verifies(host, tmp_path):
     """The AutoTVM-style conv2d template's knobs walked by G-BFS through MetaSchedule; a second run on the same
     work dir goes on from the database; the best is checked against numpy."""
@@ -167,6 +168,7 @@ def test_gbfs_walks_the_conv2d_template_resumes_without_measuring_twice_and_veri
     assert len(states) == len(set(states)) == 5
 
 
+@pytest.mark.slow
 def test_compare_gives_each_system_its_own_search_options_and_work_dirs(host, monkeypatch, tmp_path):
     """`compare --strategy-option gbfs:starts=2` reaches the template walk (2 states before the first pop), a plain
     NAME goes to every chosen system whose search has it, and the options name the work dirs and the report."""

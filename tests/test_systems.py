@@ -25,6 +25,7 @@ def grouped(lanes):
 
 
 @pytest.mark.parametrize("position,name", list(enumerate(SYSTEMS)))
+@pytest.mark.slow
 def test_every_system_gives_a_verified_result_and_times_its_best_again(position, name, host, tmp_path,
                                                                        small_catalog):
     system = get_system(name)
@@ -69,6 +70,7 @@ def test_an_unknown_system_names_the_known_ones():
 
 
 @pytest.mark.parametrize("name", ["tvm_ttile", "metaschedule"])
+@pytest.mark.slow
 def test_tuners_take_a_depthwise_convolution(name, host, tmp_path, small_catalog):
     """Depthwise (channels not whole vectors, stride 2, padding) through both TVM tuners, verified."""
     op = small("Depthwise", host.lanes)
@@ -77,6 +79,7 @@ def test_tuners_take_a_depthwise_convolution(name, host, tmp_path, small_catalog
 
 
 @pytest.mark.parametrize("name", ["tvm_ttile", "metaschedule", "onnxruntime", "onednn"])
+@pytest.mark.slow
 def test_a_grouped_convolution_is_tuned_or_timed_and_verified(name, host, tmp_path, small_catalog):
     """Groups of K / groups outputs that are not whole vectors: tvm_ttile pads each group (one conv2d per group,
     the group a batch level), the others take the groups as they are; every output checked against numpy."""

@@ -161,6 +161,7 @@ def test_fresh_process_opens_and_applies_the_database(tuned, host, conv):
     assert res["err"] < 1e-3 and res["scheme"] == scheme_of_schedule(sch)
 
 
+@pytest.mark.slow
 def test_plugins_work_inside_tune_tir(host, tmp_path):
     """The way a TVM user passes a custom policy: tune_tir(..., space=..., strategy=...)."""
     op = Matmul(M=12, N=2 * host.lanes, K=32)
@@ -182,6 +183,7 @@ def test_plugins_work_inside_tune_tir(host, tmp_path):
     assert open_database(str(tmp_path)) is not None
 
 
+@pytest.mark.slow
 def test_measuring_through_an_rpc_tracker_with_two_servers(host, tmp_path):
     from tvm import rpc
     from tvm.rpc.tracker import Tracker
@@ -230,6 +232,7 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
     assert cli.main(["tune", "conv2d", "--layer", "bert-qkv"]) == 2
 
 
+@pytest.mark.slow
 def test_the_model_strategy_tunes_and_builds_with_zero_trials(host, monkeypatch, capsys, tmp_path):
     """`--strategy model`: the ranked pool measured from the top (verified, resumable: nothing measured twice);
     `--trials 0`: the top-ranked scheme built and checked against numpy, no candidate timed, no work dir."""
@@ -255,6 +258,7 @@ def test_the_model_strategy_tunes_and_builds_with_zero_trials(host, monkeypatch,
     assert "trials must be positive" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_gbfs_strategy_walks_from_measured_schemes_and_resumes(host, monkeypatch, capsys, tmp_path):
     """`--strategy gbfs`: G-BFS over the structured space, verified; a second run goes on from the database
     without measuring a scheme twice."""
@@ -274,6 +278,7 @@ def test_the_gbfs_strategy_walks_from_measured_schemes_and_resumes(host, monkeyp
     assert "option 'rho' takes a value of type int" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     """Tuners and a library side by side through one API and one result type (every system on its own:
     test_systems.py); a resumed comparison measures nothing again."""

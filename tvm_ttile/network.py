@@ -33,8 +33,8 @@ from .errors import TTileError
 from .in_network import forget_picks, weight_bytes
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
-from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, measured_schemes, open_database,
-                           records_of, ttile_problem)
+from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, evolutionary_search, measured_schemes,
+                           open_database, records_of, ttile_problem)
 
 
 def _bound_of(func) -> str | None:
@@ -411,7 +411,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             twins.append(task.mod)
             per_iter = 10
         else:
-            space, strategy, cost_model, per_iter = "post-order-apply", "evolutionary", "xgb", min(64, max(budget, 1))
+            space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
         # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
         # whose candidates partly failed, is not searched again on every resume.
         todo = 0 if asked >= budget else max(budget - len(before), 0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from ..metaschedule import open_database, records_of
+from ..metaschedule import evolutionary_search, open_database, records_of
 from ..metaschedule.knob_search import KnobSearch
 from ..tune import run_tuner
 from .templates import template_for
@@ -18,8 +18,8 @@ def template_space(mod):
 
 POLICIES = {
     # system name: (space, strategy, cost model) factory of the workload, the seed and the search's options
-    "metaschedule": lambda mod, seed, options: ("post-order-apply", "evolutionary", "xgb"),
-    "template-xgb": lambda mod, seed, options: (template_space(mod), "evolutionary", "xgb"),
+    "metaschedule": lambda mod, seed, options: ("post-order-apply", evolutionary_search(), "xgb"),
+    "template-xgb": lambda mod, seed, options: (template_space(mod), evolutionary_search(), "xgb"),
     "template-random": lambda mod, seed, options: (template_space(mod), "replay-func", ms.cost_model.RandomModel()),
     "gbfs": lambda mod, seed, options: (template_space(mod), KnobSearch("gbfs", seed, options),
                                         ms.cost_model.RandomModel()),

@@ -14,9 +14,9 @@ search.py (the search strategy), database.py (opening a database, the records of
 environment.py (what a tuning process sets up first: CPU intrinsics only, MetaSchedule's log level).
 """
 from .database import best_schedule, measured_schemes, open_database, records_of, register_intrinsics_in
-from .environment import cpu_tensor_intrinsics_only, prepare_logging
+from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepare_logging
 from .search import TTileSearch
 from .space import TTileSpaceGenerator, ttile_problem
 
-__all__ = ["TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "measured_schemes",
-           "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]
+__all__ = ["TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "evolutionary_search",
+           "measured_schemes", "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]

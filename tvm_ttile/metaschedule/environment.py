@@ -37,3 +37,21 @@ def prepare_logging(verbose: bool = False) -> None:
     for handler in list(logger.handlers):
         if handler.get_name() is None:
             logger.removeHandler(handler)
+
+
+def evolutionary_search():
+    """MetaSchedule's evolutionary search as its default ("evolutionary"), or with the population
+    $TVM_TTILE_EVOLUTIONARY_POPULATION sets (e.g. 32 for quick runs: the tests; the default is 512)."""
+    import os
+
+    from tvm.s_tir import meta_schedule as ms
+
+    value = os.environ.get("TVM_TTILE_EVOLUTIONARY_POPULATION")
+    if value is None:
+        return ms.search_strategy.EvolutionarySearch()
+    if not value.isdigit() or int(value) < 2:
+        from ..errors import TTileError
+
+        raise TTileError(f"TVM_TTILE_EVOLUTIONARY_POPULATION must be a whole number >= 2, got {value!r}")
+    size = int(value)
+    return ms.search_strategy.EvolutionarySearch(population_size=size, init_min_unmeasured=min(50, size))

@@ -16,6 +16,7 @@ from ..scheme import Scheme
 from ..space import Space
 from ..workdir import append_journal
 from .database import measured_scheme_seconds
+from .environment import evolutionary_search
 from .space import ttile_problem
 
 
@@ -66,7 +67,7 @@ class TTileSearch(PySearchStrategy):
                                  "space='post-order-apply' (tune_relax's default), not TTileSpaceGenerator()")
             logging.getLogger(__name__).warning("task %s: MetaSchedule's default search (%s)",
                                                 context.task_name, reason)
-            self.delegate = ms.search_strategy.EvolutionarySearch()
+            self.delegate = evolutionary_search()
             self.delegate._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:

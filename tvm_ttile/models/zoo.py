@@ -45,6 +45,15 @@ def tiny_resnet(b, x):
     return b.dense(b.global_avgpool(x), 10)
 
 
+def micro_resnet(b, x):
+    """One residual block on 16x16 inputs: the smallest network with a stem, two tasks sharing one convolution
+    (another epilogue each), pooling and a dense head; for tests."""
+    x = b.conv(x, 16, 3, pad=1, act="relu")
+    y = b.conv(b.conv(x, 16, 3, pad=1, act="relu"), 16, 3, pad=1)
+    x = b.relu(b.add(y, x))
+    return b.dense(b.global_avgpool(x), 10)
+
+
 def mobilenet_v2(b, x):
     """MobileNet-v2 (Sandler et al. 2018), width 1.0, 224x224 input: inverted residual blocks of a 1x1 expansion,
     a 3x3 depthwise convolution and a linear 1x1 projection, ReLU6."""
@@ -90,7 +99,8 @@ def transformer(b, x):
 
 
 MODELS = {"resnet18": (resnet18, (1, 3, 224, 224)), "darknet19": (darknet19, (1, 3, 544, 544)),
-          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)), "mlp": (mlp, (16, 784)),
+          "tiny_resnet": (tiny_resnet, (1, 3, 32, 32)),
+          "micro_resnet": (micro_resnet, (1, 3, 16, 16)), "mlp": (mlp, (16, 784)),
           "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)), "transformer": (transformer, (128, 768)),
           "dcgan": (dcgan, (1, 512, 4, 4))}
 
