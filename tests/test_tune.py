@@ -81,7 +81,11 @@ def test_the_fastest_records_are_timed_again_together_and_the_build_uses_them(tu
         from tvm_ttile.lowering import scheme_of_schedule
 
         assert scheme_of_schedule(sch) == last["candidates"][last["picked_rank"]]["scheme"]
-    assert confirm_top(db, mod, host.target(), MeasureSettings(confirm_top=5), progress=False) is None  # all done
+    # Done: called again it re-times nothing, unless a record never re-timed has entered the 5 fastest since (the
+    # re-timed ones came out slower than their tuning times: a busy machine, e.g. beside another test worker).
+    confirmed = {c["key"] for e in entries for c in e["candidates"]}
+    again = confirm_top(db, mod, host.target(), MeasureSettings(confirm_top=5), progress=False)
+    assert again is None or any(c["key"] not in confirmed for c in again["candidates"])
 
 
 def test_confirm_all_after_tune_relax_style_tuning(tuned, host, conv, tmp_path):
