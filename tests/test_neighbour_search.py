@@ -162,7 +162,9 @@ def test_gbfs_walks_the_conv2d_template_resumes_without_measuring_twice_and_veri
     work = str(tmp_path / "gbfs")
     first = run_system("gbfs", op, host, trials=2, seed=0, work_dir=work, progress=False)
     again = run_system("gbfs", op, host, trials=5, seed=0, work_dir=work, progress=False)
-    assert first.verified and again.verified and again.gflops >= first.gflops
+    # (not again.gflops >= first.gflops: the best record is MetaSchedule's by mean time, GFLOPS come from the median,
+    # and on a busy machine the two can disagree)
+    assert first.verified and again.verified and first.trials == 2 and again.trials == 5
     records = records_of(open_database(work), tvm.IRModule({"main": op.prim_func(host.lanes)}))
     states = [str([rec.trace.decisions[i] for i in knob_insts(rec.trace)]) for rec in records]
     assert len(states) == len(set(states)) == 5
