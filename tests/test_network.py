@@ -341,7 +341,7 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
 
     from tvm_ttile import network as nw
     from tvm_ttile.lowering import SCHEME_ANNOTATION
-    from tvm_ttile.measure import build_module
+    from tvm_ttile.measure import PooledBuilder, build_module
     from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, prepare_logging
     from tvm_ttile.models.importers import load_model
 
@@ -353,7 +353,7 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
     db = ms.relax_integration.tune_relax(
         nw.fuse(mod, target), None, target, str(tmp_path), max_trials_global=2 * n_tasks, max_trials_per_task=2,
         num_trials_per_iter=2, strategy=TTileSearch(seed=0),
-        builder=ms.builder.LocalBuilder(f_build=build_module), cost_model="random", task_scheduler="round-robin")
+        builder=PooledBuilder(f_build=build_module), cost_model="random", task_scheduler="round-robin")
     records = db.get_all_tuning_records()
     ttile = [r for r in records if SCHEME_ANNOTATION in str(r.trace)]
     assert ttile and len(ttile) < len(records)  # both policies produced records

@@ -7,6 +7,7 @@ per worker here, see ENVIRONMENT.md): modules arrive already tensorized.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import statistics
 
@@ -61,7 +62,7 @@ class MeasureSettings:
     min_repeat_ms: int = 20
     build_workers: int = 2
     timeout_sec: float = 60.0
-    chunk: int = 32  # builder pool restarts per chunk (MetaSchedule does so per batch)
+    chunk: int = 32  # modules built per builder call, then timed before the next are built
     # Flush the CPU caches before every timed call (every argument but the first, the input): a layer meets its
     # weights cold in a network whose weights outgrow the last-level cache. One call per repeat then.
     cache_flush: bool = False
@@ -89,12 +90,67 @@ class MeasureSettings:
 
 
 def default_builder(settings: MeasureSettings):
-    """MetaSchedule's LocalBuilder with build_module. Reuse one across tuning calls: each new builder (and
-    runner) starts a worker process to check itself (about 4 s here)."""
-    from tvm.s_tir import meta_schedule as ms
+    """A PooledBuilder with build_module. Reuse one across tuning calls: each new builder (and runner) starts a
+    worker process to check itself."""
+    return _pooled_builder_class()(f_build=build_module, max_workers=settings.build_workers, timeout_sec=settings.timeout_sec,
+                         initializer=unpin_build_worker)
 
-    return ms.builder.LocalBuilder(f_build=build_module, max_workers=settings.build_workers,
-                                   timeout_sec=settings.timeout_sec, initializer=unpin_build_worker)
+
+def __getattr__(name):
+    if name == "PooledBuilder":  # made on first use: importing this module does not import TVM
+        return _pooled_builder_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _pooled_builder_class():
+    """MetaSchedule's LocalBuilder whose worker processes outlive a build() call. LocalBuilder starts a new pool
+    for every batch (against a memory leak of long-lived workers), and each worker imports TVM first: about
+    1.4 s per batch here for builds of 0.1 s, most of a small tuning run's time. Here each worker is replaced
+    after `uses_per_worker` builds instead, which bounds the leak the same way; a worker that times out or
+    dies is replaced at once (PopenPoolExecutor)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import BuilderResult, LocalBuilder
+    from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
+    from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+    @derived_object
+    class PooledBuilder(LocalBuilder._cls):
+        def __init__(self, *, uses_per_worker: int = 32, **kwargs) -> None:
+            self.uses_per_worker = uses_per_worker
+            self._pool = None
+            super().__init__(**kwargs)  # checks f_build on a worker of the pool, which stays for the builds
+
+        def _workers(self):
+            if self._pool is None:
+                self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec,
+                                               initializer=self.initializer, maximum_process_uses=self.uses_per_worker)
+            return self._pool
+
+        def _sanity_check(self) -> None:
+            self._workers().submit(_check_build_functions, self.f_build, self.f_export).result()
+
+        def build(self, build_inputs):
+            jobs = [(self.f_build, self.f_export, b.mod, b.target, _serialize_params(b.params)) for b in build_inputs]
+            results = []
+            for r in self._workers().map_with_error_catching(lambda job: _worker_func(*job), jobs):
+                if r.status == StatusKind.COMPLETE:
+                    results.append(BuilderResult(r.value, None))
+                elif r.status == StatusKind.TIMEOUT:
+                    results.append(BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds"))
+                else:
+                    results.append(BuilderResult(None, f"LocalBuilder: An exception occurred\n{r.value}"))
+            return results
+
+    return PooledBuilder
+
+
+def _check_build_functions(f_build, f_export) -> None:
+    """On a build worker: f_build and f_export resolve there (LocalBuilder's sanity check)."""
+    from tvm.s_tir.meta_schedule.utils import get_global_func_with_default_on_worker
+
+    get_global_func_with_default_on_worker(name=f_build, default=None)
+    get_global_func_with_default_on_worker(name=f_export, default=None)
 
 
 def unpin_build_worker() -> None:

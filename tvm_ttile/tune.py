@@ -2,8 +2,9 @@
 
     result = tune(get_layer("ResNet18-2"), trials=50, seed=0, work_dir="tune_resnet18_2")
 
-Candidates are built by MetaSchedule's LocalBuilder (with a build function that skips the 30-45 s
-`tvm.s_tir.tensor_intrin` import) and timed by its LocalRunner, or by an RPCRunner through a tracker.
+Candidates are built by measure.PooledBuilder (MetaSchedule's LocalBuilder keeping its processes, with a build
+function that skips the 30-45 s `tvm.s_tir.tensor_intrin` import) and timed by MetaSchedule's LocalRunner, or by
+an RPCRunner through a tracker.
 Records go to a MetaSchedule JSON database in work_dir; rerunning with the same work_dir resumes.
 """
 from __future__ import annotations

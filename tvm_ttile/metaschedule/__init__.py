@@ -2,7 +2,7 @@
 
     ms.tune_tir(mod, target, work_dir, max_trials_global=50,
                 space=TTileSpaceGenerator(), strategy=TTileSearch(sampler="ttile", seed=0),
-                builder=ms.builder.LocalBuilder(f_build=tvm_ttile.measure.build_module), ...)
+                builder=tvm_ttile.measure.PooledBuilder(f_build=tvm_ttile.measure.build_module), ...)
 
 The space generator hands over the unscheduled function; the structure lives in the strategy, which draws
 schemes from the structured space, lowers each on a MetaSchedule Schedule (so the trace records it) and
