@@ -77,3 +77,31 @@ def test_a_build_worker_is_not_bound_to_the_core_tvm_bound_its_parent_to(tmp_pat
     out = subprocess.run([sys.executable, "-c", f"import os; os.sched_setaffinity(0, [{last}]); " + code], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", str(last)]
+
+
+def test_the_pooled_builder_keeps_its_processes_replaces_them_after_their_uses_and_reports_failures(host, tmp_path):
+    """measure.PooledBuilder: build processes serve batch after batch (LocalBuilder starts new ones per batch),
+    each replaced after `uses_per_worker` calls (its first use is the check of f_build); a failing build is an
+    error on its own result."""
+    import tvm
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from tvm_ttile.measure import PooledBuilder, build_module
+    from tvm_ttile.operators import Matmul
+
+    mod = tvm.IRModule({"main": Matmul(M=4, N=8, K=8).prim_func(host.lanes)})
+    log = tmp_path / "pids"
+
+    def logged_build(m, target, params=None):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return build_module(m, target)
+
+    builder = PooledBuilder(f_build=logged_build, max_workers=1, uses_per_worker=3)
+    for _ in range(2):
+        built = builder.build([BuilderInput(mod, host.target(1))] * 2)
+        assert [b.error_msg for b in built] == [None, None] and all(b.artifact_path for b in built)
+    pids = log.read_text().split()
+    assert len(pids) == 4 and pids[0] == pids[1] != pids[2] == pids[3] and str(os.getpid()) not in pids
+    broken = PooledBuilder(f_build=lambda m, target, params=None: 1 // 0, max_workers=2)
+    assert all("ZeroDivisionError" in b.error_msg for b in broken.build([BuilderInput(mod, host.target(1))] * 3))

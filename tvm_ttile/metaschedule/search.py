@@ -16,7 +16,7 @@ from ..scheme import Scheme
 from ..space import Space
 from ..workdir import append_journal
 from .database import measured_scheme_seconds
-from .environment import evolutionary_search
+from .environment import cpu_tensor_intrinsics_only, evolutionary_search
 from .space import ttile_problem
 
 
@@ -47,6 +47,10 @@ class TTileSearch(PySearchStrategy):
         make_strategy(strategy, **self.strategy_options)
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
+        # Made before tune_tir or tune_relax makes its TuneContext, which imports tvm.s_tir.tensor_intrin: the CPU
+        # intrinsics then, not every target's (a minute of TVMScript parsing otherwise, see
+        # environment.py).
+        cpu_tensor_intrinsics_only()
 
     def _initialize_with_tune_context(self, context) -> None:
         from ..cpu import from_target
