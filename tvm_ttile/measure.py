@@ -142,9 +142,9 @@ def _pooled_builder_class():
                 if r.status == StatusKind.COMPLETE:
                     results.append(BuilderResult(r.value, None))
                 elif r.status == StatusKind.TIMEOUT:
-                    results.append(BuilderResult(None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds"))
+                    results.append(BuilderResult(None, f"PooledBuilder: Timeout, killed after {self.timeout_sec} s"))
                 else:
-                    results.append(BuilderResult(None, f"LocalBuilder: An exception occurred\n{r.value}"))
+                    results.append(BuilderResult(None, f"PooledBuilder: An exception occurred\n{r.value}"))
             return results
 
     return PooledBuilder

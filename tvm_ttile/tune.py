@@ -96,10 +96,11 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
          sampler: str = "ttile", kept=None, runner=None, settings: MeasureSettings = MeasureSettings(),
          trials_per_iter: int = 10, progress: bool = True, verbose: bool = False,
          sampler_options: dict | None = None, strategy: str = "random",
-         strategy_options: dict | None = None) -> TuneResult:
+         strategy_options: dict | None = None, builder=None) -> TuneResult:
     """Tune `operator` (an operators.OPERATORS class) and return the verified best. strategy "model"
     ranks a pool of drawn schemes before measuring (strategies.model); with trials=0 it measures no candidate
-    and builds the top-ranked scheme (pick_without_measuring)."""
+    and builds the top-ranked scheme (pick_without_measuring). builder: MetaSchedule's builder to build the
+    candidates with (default: measure.default_builder)."""
     import tempfile
 
     from .strategies import make_strategy
@@ -136,7 +137,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=search,
         cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads, cpu=cpu,
-        trials_per_iter=trials_per_iter, progress=progress, verbose=verbose,
+        trials_per_iter=trials_per_iter, progress=progress, verbose=verbose, builder=builder,
         label=f"tuning {operator.name or type(operator).__name__}")
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
