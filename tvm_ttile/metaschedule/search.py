@@ -47,9 +47,8 @@ class TTileSearch(PySearchStrategy):
         make_strategy(strategy, **self.strategy_options)
         # Every drawn scheme is appended here (JSON lines, in order), with the error if it could not be lowered.
         self.trial_log = trial_log
-        # Made before tune_tir or tune_relax makes its TuneContext, which imports tvm.s_tir.tensor_intrin: the CPU
-        # intrinsics then, not every target's (a minute of TVMScript parsing otherwise, see
-        # environment.py).
+        # Before tune_tir or tune_relax makes its TuneContext, which imports tvm.s_tir.tensor_intrin: then only
+        # the CPU intrinsics are parsed, not every target's (a minute otherwise; environment.py).
         cpu_tensor_intrinsics_only()
 
     def _initialize_with_tune_context(self, context) -> None:
