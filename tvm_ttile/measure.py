@@ -187,7 +187,8 @@ def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(),
     """Build all `mods` (parallel), then time them one by one, `rounds` times round-robin (each module built
     once), so that candidates compared with each other meet the same moments of a shared machine. Returns a
     Measurement per module (its seconds: every repeat of every round, in order); a failed build or run is
-    reported in `error`, never dropped. Pass a builder and runner to reuse them across calls (default: new ones)."""
+    reported in `error`, never dropped. Pass a runner to reuse it across calls (default: a new one; the default
+    builder is one per process)."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
