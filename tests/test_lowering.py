@@ -98,6 +98,20 @@ def test_padded_schemes_are_correct(host, case):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(float(np.abs(ref).max()), 1.0))
 
 
+def test_vector_padding_with_a_lambda_on_prime_rows_is_correct(host):
+    """N of 25 vectors (no kept width of 2-4 vectors divides it) padded to 26, so that a Lambda of 4- and 5-row
+    microkernels 2 vectors wide covers M = 23 rows, the form the space offers a 97 x 1000 GEMM on AVX2."""
+    lanes = host.lanes
+    op = Matmul(M=23, N=25 * lanes, K=64)
+    problem = Problem.from_operator(op, lanes, host.isa.name)
+    scheme = Scheme.parse(f"[Pad({26 * lanes},j),T(13,j),Lambda(i,[(2,4),(3,5)]),T(64,k),U(lambda,i),U(2,j),V(j)]")
+    for func in (op.prim_func(lanes), op.prim_func(lanes).with_attr("layout_free_buffers", [1])):
+        lowered = lower(problem, scheme, func)
+        assert scheme_of_schedule(lowered.sch) == scheme.text
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(float(np.abs(ref).max()), 1.0))
+
+
 def test_paper_example_lowers_and_runs(host):
     """Yolo9000-12's shape family at small C: a Lambda on h (34 = 2 x 11 + 1 x 12) above tile loops. The
     paper's 11-12 x 2-vector microkernels need 24 accumulators: with 16 registers (AVX2) 1 vector along k."""

@@ -111,3 +111,27 @@ def test_awkward_dimensions_get_pad_targets():
     assert p.padded({"j": 1040}).vector_pad == p.vector_pad + 16
     with pytest.raises(TTileError, match="cannot pad"):
         conv.padded({"h": 20})
+
+
+def test_vector_widths_no_kept_microkernel_divides_are_padded_jointly_with_rows():
+    """N = 1000 is 125 vectors of 8: a factor 5, but no kept AVX2 microkernel is 5 vectors wide (the catalog's
+    are 2-4), and M = 97 is prime: unpadded only the fallback fits. N is padded to 126 or 128 vectors, and a
+    target stays when it makes a space alone or with another dimension padded too."""
+    from tvm_ttile.space import pad_targets
+
+    kept = [Microkernel.make("matmul", "avx2", 8, 16, i=i, j=j) for i, j in ((4, 2), (5, 2), (6, 2), (3, 3), (4, 3), (3, 4))]
+    p = Problem.from_operator(Matmul(M=97, N=1000, K=384), 8, "avx2")
+    assert not admissible(p, kept)
+    assert pad_targets(p, kept)["j"] == [1008, 1024] and 100 in pad_targets(p, kept)["i"]
+    fallback = [Microkernel.make("matmul", "avx2", 8, 16, i=1, j=5)]
+    sp = Space(p, kept, fallback)
+    assert sp.fallback_used and sp.padding["j"] == [1008, 1024]
+    lam = [c for c in sp.padded({"j": 1024}).choices if c.dim == "i"]  # 97 rows: a Lambda of two row counts
+    assert lam and all(sum(a * u for a, u in c.parts) in (97,) for c in lam)
+    both = sp.padded({"i": 100, "j": 1008})
+    assert any(not c.combined and c.mk.get("i") in (4, 5) for c in both.choices)
+    # 64 vectors: 2 and 4 divide it, nothing to pad; on a catalog whose microkernels are one vector wide, the
+    # widths 2-6 decide as before
+    assert "j" not in pad_targets(Problem.from_operator(Matmul(M=96, N=512, K=384), 8, "avx2"), kept)
+    narrow = [Microkernel.make("matmul", "avx2", 8, 16, i=i, j=1) for i in (4, 6)]
+    assert "j" not in pad_targets(Problem.from_operator(Matmul(M=96, N=1000, K=384), 8, "avx2"), narrow)

@@ -289,22 +289,27 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
 def pad_targets(problem: Problem, kept: list) -> dict:
     """Per dimension the structured space tiles badly, the friendlier sizes it may be padded to (at most
     MAX_PAD_GROWTH more): rows no kept microkernel of 4 rows or more divides, a reduction with no divisor in
-    REDUCTION_BLOCK (no reduction tile below the whole of it), vectors with no divisor in 2..6. Targets: the next
+    REDUCTION_BLOCK (no reduction tile below the whole of it), vectors no kept microkernel's width (2 vectors or more)
+    divides. Targets: the next
     multiples of PAD_MULTIPLES and of the kept microkernels' sizes along the dimension. {} for a friendly
     problem."""
     size, lanes, out = problem.size, problem.lanes, {}
     vector = problem.vector
+    ours = [mk for mk in kept if mk.op == problem.op and mk.lanes == lanes]
     for d in PADDABLE[problem.op]:
         n = size[d] // lanes if d == vector else size[d]
         units = set(PAD_MULTIPLES)
         if d == vector:
-            awkward = n >= 4 and not any(n % u == 0 for u in range(2, 7))
-            units = {2, 4, 8}
+            # Awkward for the kept microkernels, not in general: 125 vectors (N = 1000 on AVX2) has a factor 5,
+            # but no kept microkernel there is 5 vectors wide.
+            widths = {mk.get(d) for mk in ours if mk.get(d) > 1} or set(range(2, 7))
+            awkward = n >= 4 and not any(n % u == 0 for u in widths)
+            units = {2, 4, 8} | widths
         elif d == problem.reuse:
             lo, hi = REDUCTION_BLOCK
             awkward = n > hi and not any(n % u == 0 for u in range(lo, hi + 1))
         else:
-            rows = {mk.get(d) for mk in kept if mk.op == problem.op and mk.lanes == lanes}
+            rows = {mk.get(d) for mk in ours}
             awkward = n >= 8 and not any(n % u == 0 for u in rows if u >= 4)
             units |= {u for u in rows if u >= 4}
         if not awkward:
@@ -347,10 +352,15 @@ class Space:
             self.fallback_used = bool(self.choices)
         self.kept = kept
         self._padded = {}
-        # Padding is a choice next to partial tiles and Lambdas: each target kept only if its space exists.
-        self.padding = {d: [t for t in targets if self.padded({d: t}) is not None]
-                        for d, targets in (pad_targets(problem, kept) if padding else {}).items()}
-        self.padding = {d: t for d, t in self.padding.items() if t}
+        # Padding is a choice next to partial tiles and Lambdas: each target kept only if a space exists with it,
+        # alone or with one other dimension padded too (M = 97 rows fit a Lambda only once N's 125 vectors are 128).
+        targets = pad_targets(problem, kept) if padding else {}
+        self.padding = {}
+        for d, ts in targets.items():
+            others = [{}] + [{e: u} for e, us in targets.items() if e != d for u in us]
+            ts = [t for t in ts if any(self.padded({d: t, **o}) is not None for o in others)]
+            if ts:
+                self.padding[d] = ts
         if not self.choices and not self.padding:
             raise TTileError(
                 f"no catalog microkernel or two-microkernel combination divides {problem.size}; "
