@@ -172,14 +172,24 @@ def unpin_build_worker() -> None:
 
 
 def default_runner(settings: MeasureSettings, threads: int = 1):
-    """MetaSchedule's LocalRunner; its worker process runs TVM's thread pool with `threads` threads."""
-    from tvm.s_tir import meta_schedule as ms
-
+    """MetaSchedule's LocalRunner, one per process for each timing setting and thread count: its worker process
+    (TVM's thread pool sized for `threads` when it starts) times the candidates of every tuning call that follows
+    (a new runner first starts one to check itself, about 1.2 s here). A worker that dies or times out is
+    replaced by the runner's pool."""
     from .cpu import use_threads
 
     use_threads(threads)  # the worker inherits the environment when it starts
+    timing = dataclasses.replace(MeasureSettings(), number=settings.number, repeat=settings.repeat,
+                                 min_repeat_ms=settings.min_repeat_ms, timeout_sec=settings.timeout_sec,
+                                 cache_flush=settings.cache_flush, confirm_top=0)
+    return _shared_runner(timing, threads)
 
-    return ms.runner.LocalRunner(timeout_sec=settings.timeout_sec, evaluator_config=settings.evaluator_config())
+
+@functools.cache
+def _shared_runner(timing: MeasureSettings, threads: int):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.runner.LocalRunner(timeout_sec=timing.timeout_sec, evaluator_config=timing.evaluator_config())
 
 
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,
@@ -187,8 +197,8 @@ def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(),
     """Build all `mods` (parallel), then time them one by one, `rounds` times round-robin (each module built
     once), so that candidates compared with each other meet the same moments of a shared machine. Returns a
     Measurement per module (its seconds: every repeat of every round, in order); a failed build or run is
-    reported in `error`, never dropped. Pass a runner to reuse it across calls (default: a new one; the default
-    builder is one per process)."""
+    reported in `error`, never dropped. The default builder and runner are one per process (default_builder,
+    default_runner)."""
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
