@@ -17,6 +17,10 @@ from ..errors import TTileError
 from .spec import FAMILIES, Microkernel
 
 DEFAULT_THRESHOLD = 0.80  # the paper keeps microkernels at >= 80% of peak
+# Candidates measured within this share of the threshold are measured once more and keep the faster figure: on a
+# shared machine noise only slows a kernel down, and one slow moment must not decide which microkernels a CPU keeps
+# (fresh catalogs of one machine kept different sets, and seed 0's first tuning run moved from 75% to 90% of peak).
+RETIME_BAND = 0.10
 COVERAGE_MAX = 256  # sizes checked for two-microkernel coverage
 
 
@@ -151,7 +155,7 @@ def _cached(path, op, cpu, cands, threshold, rebuild):
     done = {}
     if old and old.get("op") == op and old.get("cpu") == cpu.describe():
         done = {e["text"]: e for e in old["entries"]}
-        if old.get("complete") and {mk.text for mk in cands} <= set(done):
+        if old.get("complete") and {mk.text for mk in cands} <= set(done):  # borderline ones measured again too
             cat = Catalog.from_json(old)
             cat.threshold = threshold
             return old, done, cat
@@ -173,21 +177,52 @@ def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> 
     target = cpu.target(1)
     bar = Progress(len(todo), f"{op} microkernels")
     entries = [done[mk.text] for mk in cands if mk.text in done]
-    measurer = {"builder": default_builder(settings), "runner": default_runner(settings)} if todo else {}
-    for i in range(0, len(todo), chunk):
-        part = todo[i:i + chunk]
+    measurer = {}
+
+    def timed(part, bar):  # (microkernel, calls repeated in one timed call, measurement) for each of part
         # Repeat the tile so one timed call does ~2 MFLOP: call overhead stays negligible.
         reps = [max(1, math.ceil(2e6 / mk.flops)) for mk in part]
+        if not measurer:
+            measurer.update(builder=default_builder(settings), runner=default_runner(settings))
         mods = [intrin.tensorized_tile(mk, rep) for mk, rep in zip(part, reps)]
-        for mk, rep, m in zip(part, reps, measure_modules(mods, target, settings, progress=bar, **measurer)):
+        return zip(part, reps, measure_modules(mods, target, settings, progress=bar, **measurer))
+
+    def save(complete=False):  # after every chunk: an interruption loses no finished measurement
+        cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(),
+                      time.time() - started, complete=complete)
+        write_json(path, cat.to_json())
+        return cat
+
+    for i in range(0, len(todo), chunk):
+        for mk, rep, m in timed(todo[i:i + chunk], bar):
             gflops = mk.flops * rep / m.median / 1e9 if m.median else None
             entries.append({"text": mk.text, "gflops": gflops,
                             "percent_of_peak": 100 * gflops / peak if gflops else None,
-                            "seconds_per_call": m.median, "repeats_in_call": rep, "error": m.error})
-        cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(),
-                      time.time() - started, complete=len(entries) == len(cands))
-        write_json(path, cat.to_json())  # after every chunk: an interruption loses no finished measurement
+                            "seconds_per_call": m.median, "repeats_in_call": rep, "error": m.error,
+                            "measurements": [gflops] if gflops else []})
+        save()
     bar.close()
-    cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(), time.time() - started)
-    write_json(path, cat.to_json())
-    return cat
+    again = [e for e in entries if _borderline(e, threshold)]
+    if again:
+        bar = Progress(len(again), f"{op} microkernels near the threshold, again")
+        by_text = {e["text"]: e for e in again}
+        for i in range(0, len(again), chunk):
+            for mk, rep, m in timed([Microkernel.parse(e["text"]) for e in again[i:i + chunk]], bar):
+                e = by_text[mk.text]
+                e["measurements"] = e.get("measurements") or [e["gflops"]]
+                if m.median:  # a failed second run leaves the first figure, which stands on its own
+                    e["measurements"].append(mk.flops * rep / m.median / 1e9)
+                else:
+                    e["measurements"].append(None)
+                e["gflops"] = max(g for g in e["measurements"] if g)
+                e["percent_of_peak"] = 100 * e["gflops"] / peak
+            save()
+        bar.close()
+    return save(complete=True)
+
+
+def _borderline(entry: dict, threshold: float) -> bool:
+    """Measured once, near enough to the threshold that noise could have put it on the wrong side."""
+    pct, cut = entry.get("percent_of_peak"), 100 * threshold
+    return (pct is not None and abs(pct - cut) <= cut * RETIME_BAND
+            and len(entry.get("measurements") or [entry["gflops"]]) < 2)
