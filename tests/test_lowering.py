@@ -8,6 +8,7 @@ import tvm
 
 from kernels import conv_kept, depthwise_kept, matmul_kept
 from tvm_ttile.lowering import lower, problem_of, register_by_name, scheme_of_schedule
+from tvm_ttile.microkernels.spec import Microkernel
 from tvm_ttile.operators import Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.scheme import Scheme
@@ -110,6 +111,30 @@ def test_vector_padding_with_a_lambda_on_prime_rows_is_correct(host):
         assert scheme_of_schedule(lowered.sch) == scheme.text
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(float(np.abs(ref).max()), 1.0))
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_lambdas_along_the_vector_dimension_are_correct(host, case):
+    """Two microkernels combined along the vector dimension (j of matmul, k of conv2d) where no kept width
+    divides it: drawn schemes on odd and prime shapes, weights in place or constant, against numpy."""
+    lanes, rng = host.lanes, random.Random(3000 + case)
+    kept = [Microkernel.make("matmul", host.isa.name, lanes, 16, i=i, j=j) for i, j in ((4, 2), (4, 3), (3, 3), (3, 4))]
+    ops = [Matmul(M=rng.choice([12, 24]), N=lanes * rng.choice([13, 17, 19]) - rng.choice([0, 3]), K=rng.choice([23, 40]),
+                  prepack=case == 1),
+           Conv2d(K=lanes * rng.choice([7, 11]) - 3, C=rng.choice([5, 8]), H=8, W=8, R=3, S=3, pad=1)]
+    kept += [Microkernel.make("conv2d", host.isa.name, lanes, 16, h=4, k=k) for k in (2, 3)]
+    for op in ops:
+        problem = Problem.from_operator(op, lanes, host.isa.name)
+        space = Space(problem, kept)
+        assert any(c.dim == problem.vector for c in space.choices), op
+        drawn = [s for s in make_sampler("ttile", seed=case, pad=0.0).sample_many(space, 40)
+                 if f"Lambda({problem.vector}," in s.text][:2]
+        assert drawn, op
+        for scheme in drawn:
+            lowered = lower(problem, scheme, op.prim_func(lanes))
+            assert scheme_of_schedule(lowered.sch) == scheme.text
+            got, ref = run(op, lowered.sch.mod, host.target())
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(float(np.abs(ref).max()), 1.0))
 
 
 def test_paper_example_lowers_and_runs(host):

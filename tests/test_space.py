@@ -135,3 +135,20 @@ def test_vector_widths_no_kept_microkernel_divides_are_padded_jointly_with_rows(
     assert "j" not in pad_targets(Problem.from_operator(Matmul(M=96, N=512, K=384), 8, "avx2"), kept)
     narrow = [Microkernel.make("matmul", "avx2", 8, 16, i=i, j=1) for i in (4, 6)]
     assert "j" not in pad_targets(Problem.from_operator(Matmul(M=96, N=1000, K=384), 8, "avx2"), narrow)
+
+
+def test_a_vector_width_no_kept_microkernel_divides_gets_lambdas_along_it():
+    """N = 1009 is 127 vectors of 8: no kept width (2-4 vectors) divides it, so two kept microkernels of one class
+    along j are combined (4x2 and 4x3: 127 = 2a + 3b), which needs no padding copy of the weights. Where a kept
+    width divides the vector dimension, nothing changes: no Lambda along it."""
+    kept = [Microkernel.make("matmul", "avx2", 8, 16, i=i, j=j) for i, j in ((4, 2), (5, 2), (6, 2), (3, 3), (4, 3), (3, 4))]
+    p = Problem.from_operator(Matmul(M=512, N=1009, K=512), 8, "avx2")
+    lam = [c for c in Space(p, kept).choices if c.dim == "j"]
+    assert lam and all(127 % sum(a * u for a, u in c.parts) == 0 for c in lam)
+    assert {c.mk.get("i") for c in lam} == {4} and all(c.covers("j") * (127 // sum(a * u for a, u in c.parts))
+                                                       == 1016 for c in lam)
+    assert not [c for c in Space(Problem.from_operator(Matmul(M=512, N=1024, K=512), 8, "avx2"), kept).choices
+                if c.dim == "j"]
+    conv_kept_ = [Microkernel.make("conv2d", "avx2", 8, 16, h=4, k=k) for k in (2, 3)]
+    conv = Problem.from_operator(Conv2d(K=97, C=16, H=28, W=28, R=3, S=3, pad=1), 8, "avx2")  # 13 vectors
+    assert {c.parts for c in admissible(conv, conv_kept_) if c.dim == "k"} >= {((5, 2), (1, 3)), ((2, 2), (3, 3))}

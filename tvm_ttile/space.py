@@ -127,8 +127,9 @@ class Choice:
         return bool(self.parts)
 
     def covers(self, dim: str) -> int:
-        if dim == self.dim:
-            return sum(a * u for a, u in self.parts)
+        if dim == self.dim:  # the parts count microkernel sizes: vectors along the vector dimension
+            n = sum(a * u for a, u in self.parts)
+            return n * self.mk.lanes if dim == self.mk.family["vector"] else n
         if dim == REUSE[self.mk.op]:  # the reuse loop covers `red`; only an unrolled part (conv2d's c) is inside
             unrolled = self.mk.family["unrolled_reduction"]
             return self.mk.get(unrolled) if unrolled else 1
@@ -152,13 +153,18 @@ def _fits(mk: Microkernel, size: dict, skip=()) -> bool:
 
 def admissible(problem: Problem, kept: list, max_parts_per_pair: int = 4) -> list:
     """Every single microkernel whose sizes divide the problem, and every combination a*u1 + b*u2 (a, b >= 1)
-    of two sizes of one class that divides the problem along that dimension."""
-    size = problem.size
+    of two sizes of one class that divides the problem along that dimension. Along the vector dimension only
+    where no kept microkernel 2 vectors wide or more divides it (N = 1009 is 127 vectors: 3 x 41 + 2 x 2 from 4x3
+    and 4x2): the weights then need no padding copy, which a Pad specifier makes at every call."""
+    size, vector, lanes = problem.size, problem.vector, problem.lanes
     kept = [dataclasses.replace(mk, stride=problem.stride, dilation=problem.dilation) for mk in kept
-            if mk.op == problem.op and mk.lanes == problem.lanes]
+            if mk.op == problem.op and mk.lanes == lanes]
     out = [Choice(mk) for mk in kept if _fits(mk, size)]
-    for cls in classes_of(kept):
+    widths = {mk.get(vector) for mk in kept if mk.get(vector) > 1}
+    awkward_vector = bool(widths) and not any((size[vector] // lanes) % u == 0 for u in widths)
+    for cls in classes_of(kept, vector=awkward_vector):
         dim = cls["dim"]
+        extent = size[dim] // lanes if dim == vector else size[dim]
         members = {Microkernel.parse(t).get(dim): Microkernel.parse(t) for t in cls["members"]}
         if not _fits(next(iter(members.values())), size, skip=(dim,)):
             continue
@@ -166,7 +172,7 @@ def admissible(problem: Problem, kept: list, max_parts_per_pair: int = 4) -> lis
         for x, u1 in enumerate(sizes):
             for u2 in sizes[x + 1:]:
                 found = 0
-                for period in divisors(size[dim]):
+                for period in divisors(extent):
                     for a in range(1, period // u1 + 1):
                         rest = period - a * u1
                         if rest > 0 and rest % u2 == 0 and found < max_parts_per_pair:

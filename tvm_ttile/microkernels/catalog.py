@@ -24,14 +24,15 @@ RETIME_BAND = 0.10
 COVERAGE_MAX = 256  # sizes checked for two-microkernel coverage
 
 
-def classes_of(kept: list) -> list:
-    """Kept microkernels that differ only in their size along one row dimension (h or w; i for matmul).
-    Only classes with two or more sizes are returned: those are what a Lambda can combine."""
+def classes_of(kept: list, vector: bool = False) -> list:
+    """Kept microkernels that differ only in their size along one row dimension (h or w; i for matmul), and with
+    `vector` along the vector dimension too (k; j for matmul: its sizes in vectors). Only classes with two or more
+    sizes are returned: those are what a Lambda can combine."""
     out = []
     if not kept:
         return out
-    rows = FAMILIES[kept[0].op]["rows"]
-    for dim in rows:
+    family = FAMILIES[kept[0].op]
+    for dim in family["rows"] + ((family["vector"],) if vector else ()):
         key = lambda mk: tuple((d, f) for d, f in mk.unroll if d != dim)  # noqa: E731
         for fixed, group in groupby(sorted(kept, key=key), key=key):
             members = sorted(group, key=lambda mk: mk.get(dim))
