@@ -295,10 +295,9 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
 def pad_targets(problem: Problem, kept: list) -> dict:
     """Per dimension the structured space tiles badly, the friendlier sizes it may be padded to (at most
     MAX_PAD_GROWTH more): rows no kept microkernel of 4 rows or more divides, a reduction with no divisor in
-    REDUCTION_BLOCK (no reduction tile below the whole of it), vectors no kept microkernel's width (2 vectors or more)
-    divides. Targets: the next
-    multiples of PAD_MULTIPLES and of the kept microkernels' sizes along the dimension. {} for a friendly
-    problem."""
+    REDUCTION_BLOCK (no reduction tile below the whole of it), a vector count no kept microkernel's width (2 vectors
+    or more) divides. Targets: the next multiples of PAD_MULTIPLES and of the kept microkernels' sizes along the
+    dimension. {} for a friendly problem."""
     size, lanes, out = problem.size, problem.lanes, {}
     vector = problem.vector
     ours = [mk for mk in kept if mk.op == problem.op and mk.lanes == lanes]

@@ -156,7 +156,7 @@ def _cached(path, op, cpu, cands, threshold, rebuild):
     done = {}
     if old and old.get("op") == op and old.get("cpu") == cpu.describe():
         done = {e["text"]: e for e in old["entries"]}
-        if old.get("complete") and {mk.text for mk in cands} <= set(done):  # borderline ones measured again too
+        if old.get("complete") and {mk.text for mk in cands} <= set(done):  # complete: borderline ones timed twice
             cat = Catalog.from_json(old)
             cat.threshold = threshold
             return old, done, cat
