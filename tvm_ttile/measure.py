@@ -179,9 +179,8 @@ def default_runner(settings: MeasureSettings, threads: int = 1):
     from .cpu import use_threads
 
     use_threads(threads)  # the worker inherits the environment when it starts
-    timing = dataclasses.replace(MeasureSettings(), number=settings.number, repeat=settings.repeat,
-                                 min_repeat_ms=settings.min_repeat_ms, timeout_sec=settings.timeout_sec,
-                                 cache_flush=settings.cache_flush, confirm_top=0)
+    # Keyed by what the runner's timings depend on only: settings that differ in building or confirming share it.
+    timing = dataclasses.replace(settings, build_workers=0, chunk=0, confirm_top=0, confirm_rounds=0)
     return _shared_runner(timing, threads)
 
 

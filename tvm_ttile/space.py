@@ -160,9 +160,7 @@ def admissible(problem: Problem, kept: list, max_parts_per_pair: int = 4) -> lis
     kept = [dataclasses.replace(mk, stride=problem.stride, dilation=problem.dilation) for mk in kept
             if mk.op == problem.op and mk.lanes == lanes]
     out = [Choice(mk) for mk in kept if _fits(mk, size)]
-    widths = {mk.get(vector) for mk in kept if mk.get(vector) > 1}
-    awkward_vector = bool(widths) and not any((size[vector] // lanes) % u == 0 for u in widths)
-    for cls in classes_of(kept, vector=awkward_vector):
+    for cls in classes_of(kept, vector=vector_count_awkward(size[vector] // lanes, kept, vector)):
         dim = cls["dim"]
         extent = size[dim] // lanes if dim == vector else size[dim]
         members = {Microkernel.parse(t).get(dim): Microkernel.parse(t) for t in cls["members"]}
@@ -292,6 +290,14 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
 
 
+def vector_count_awkward(n: int, kept: list, vector: str) -> bool:
+    """Whether `n` vectors tile badly: no kept microkernel 2 vectors wide or more divides it (any width 2..6 where
+    none is kept). Awkward for the kept microkernels, not in general: 125 vectors (N = 1000 on AVX2) has a factor 5,
+    but no kept microkernel there is 5 vectors wide."""
+    widths = {mk.get(vector) for mk in kept if mk.get(vector) > 1} or set(range(2, 7))
+    return n >= 4 and not any(n % u == 0 for u in widths)
+
+
 def pad_targets(problem: Problem, kept: list) -> dict:
     """Per dimension the structured space tiles badly, the friendlier sizes it may be padded to (at most
     MAX_PAD_GROWTH more): rows no kept microkernel of 4 rows or more divides, a reduction with no divisor in
@@ -305,11 +311,8 @@ def pad_targets(problem: Problem, kept: list) -> dict:
         n = size[d] // lanes if d == vector else size[d]
         units = set(PAD_MULTIPLES)
         if d == vector:
-            # Awkward for the kept microkernels, not in general: 125 vectors (N = 1000 on AVX2) has a factor 5,
-            # but no kept microkernel there is 5 vectors wide.
-            widths = {mk.get(d) for mk in ours if mk.get(d) > 1} or set(range(2, 7))
-            awkward = n >= 4 and not any(n % u == 0 for u in widths)
-            units = {2, 4, 8} | widths
+            awkward = vector_count_awkward(n, ours, d)
+            units = {2, 4, 8} | {mk.get(d) for mk in ours if mk.get(d) > 1}
         elif d == problem.reuse:
             lo, hi = REDUCTION_BLOCK
             awkward = n > hi and not any(n % u == 0 for u in range(lo, hi + 1))
