@@ -123,7 +123,7 @@ def test_vector_widths_no_kept_microkernel_divides_are_padded_jointly_with_rows(
     p = Problem.from_operator(Matmul(M=97, N=1000, K=384), 8, "avx2")
     assert not admissible(p, kept)
     assert pad_targets(p, kept)["j"] == [1008, 1024] and 100 in pad_targets(p, kept)["i"]
-    fallback = [Microkernel.make("matmul", "avx2", 8, 16, i=1, j=5)]
+    fallback = [(Microkernel.make("matmul", "avx2", 8, 16, i=1, j=5), 60.0)]
     sp = Space(p, kept, fallback)
     assert sp.fallback_used and sp.padding["j"] == [1008, 1024]
     lam = [c for c in sp.padded({"j": 1024}).choices if c.dim == "i"]  # 97 rows: a Lambda of two row counts
@@ -152,3 +152,30 @@ def test_a_vector_width_no_kept_microkernel_divides_gets_lambdas_along_it():
     conv_kept_ = [Microkernel.make("conv2d", "avx2", 8, 16, h=4, k=k) for k in (2, 3)]
     conv = Problem.from_operator(Conv2d(K=97, C=16, H=28, W=28, R=3, S=3, pad=1), 8, "avx2")  # 13 vectors
     assert {c.parts for c in admissible(conv, conv_kept_) if c.dim == "k"} >= {((5, 2), (1, 3)), ((2, 2), (3, 3))}
+
+
+def test_the_fallback_combines_measured_microkernels_by_their_expected_rate():
+    """A 7 x 7 grid with 40 vectors of outputs on AVX2: no kept microkernel (4-6 rows x 2 vectors, 3-4 rows x 3
+    vectors) fits, nor a Lambda of two (7 rows need 3 + 4 at 3 vectors, which do not divide 40). The fallback then
+    combines measured ones too: 4 rows at 99% and 3 rows at 72% of peak (about 86% for the 7 rows) come before a
+    7-row microkernel at 64% alone, which comes before 5 + 2 rows with the 2-row member at 30% (57%)."""
+    from tvm_ttile.space import fallback_choices
+
+    def mk(h, k, w=1):
+        return Microkernel.make("conv2d", "avx2", 8, 256, h=h, k=k, w=w)
+
+    kept = [mk(4, 2), mk(5, 2), mk(6, 2), mk(3, 3), mk(4, 3)]
+    rated = [(mk(4, 2), 99.0), (mk(3, 3), 98.0), (mk(5, 2), 90.0), (mk(3, 2), 72.0), (mk(1, 2, w=7), 64.0),
+             (mk(2, 2), 30.0)]
+    p = Problem.from_operator(Conv2d(K=320, C=960, H=7, W=7, R=1, S=1), 8, "avx2")
+    assert not admissible(p, kept)
+    sp = Space(p, kept, rated)
+    assert sp.fallback_used
+    best = sp.choices[0]
+    assert best.dim == "h" and best.parts == ((1, 3), (1, 4)) and best.mk.get("k") == 2
+    assert [c.combined for c in sp.choices[:3]] == [True, False, True] and sp.choices[1].mk.get("w") == 7
+    assert sp.choices[2].parts == ((1, 2), (1, 5))
+    assert all(c.covers("h") == 7 or c.mk.get("h") in (1, 7) for c in sp.choices)
+    # with the 3-row member at 20%, the 7 rows of the Lambda run at 7 / (4 / 99 + 3 / 20) = 37%: the single first
+    slow = fallback_choices(p, [(m, 20.0 if (m.get("h"), m.get("k")) == (3, 2) else g) for m, g in rated])
+    assert not slow[0].combined and slow[0].mk.get("w") == 7

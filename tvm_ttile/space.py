@@ -329,6 +329,29 @@ def pad_targets(problem: Problem, kept: list) -> dict:
     return out
 
 
+FALLBACK_CHOICES = 4  # choices the fallback keeps, by expected rate
+
+
+def fallback_choices(problem: Problem, rated, n: int = FALLBACK_CHOICES) -> list:
+    """Where no kept microkernel or Lambda of two fits: the `n` choices made of measured microkernels, single or
+    two of one class combined, with the best expected rate, a Lambda's parts each at its member's measured rate.
+    On a 7 x 7 grid with 40 vectors of outputs (AVX2), 4 rows at 99% of peak and 3 at 72% make 7 rows at about
+    86%, where the best 7-row microkernel alone runs at 64%."""
+    rates = {mk.unroll: g for mk, g in rated}
+
+    def rate(choice: Choice) -> float:
+        if not choice.combined:
+            return rates.get(choice.mk.unroll, 0.0)
+        seconds = 0.0  # the members differ along `dim` only: each row of a part takes 1 / its member's rate
+        for a, u in choice.parts:
+            member = tuple((d, u if d == choice.dim else f) for d, f in choice.mk.unroll)
+            seconds += a * u / max(rates.get(member, 0.0), 1e-9)
+        return sum(a * u for a, u in choice.parts) / seconds
+
+    choices = admissible(problem, [mk for mk, _ in rated])
+    return sorted(choices, key=lambda c: (-rate(c), c.combined))[:n]
+
+
 SMALL_REUSE = 8  # below this many c steps, microkernels must also unroll r and s (when one fits)
 
 
@@ -336,8 +359,9 @@ class Space:
     """The admissible choices for one problem; samplers draw schemes from it."""
 
     def __init__(self, problem: Problem, kept: list, fallback: list = (), threads: int = 1, padding: bool = True):
-        """fallback: other measured microkernels, best first, used (and reported through
-        `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel fallback.
+        """fallback: every measured microkernel with its GFLOPS, (mk, gflops) best first (Catalog.ranked), used
+        (and reported through `fallback_used`) only when no kept one fits: the paper's sub-optimal microkernel
+        fallback, with Lambdas of them too (fallback_choices).
         threads: the schemes' parallel level is drawn for this many threads (none at 1).
         padding: offer padded variants of awkward dimensions (`padding`, `padded`); the padded spaces
         themselves offer none."""
@@ -356,7 +380,7 @@ class Space:
                 self.choices = rs
                 self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE}: only microkernels unrolled along r and s")
         if not self.choices and fallback:
-            self.choices = [c for c in admissible(problem, list(fallback)) if not c.combined][:4]
+            self.choices = fallback_choices(problem, fallback)
             self.fallback_used = bool(self.choices)
         self.kept = kept
         self._padded = {}

@@ -36,7 +36,7 @@ class TTileSearch(PySearchStrategy):
                  strategy: str = "random", strategy_options: dict | None = None):
         self.sampler_name, self.seed, self.kept, self.threshold, self.threads = sampler, seed, kept, threshold, threads
         self.first = list(first)
-        self.fallback = list(fallback)  # measured microkernels below the threshold, best first
+        self.fallback = list(fallback)  # (microkernel, GFLOPS) of every measured one, best first (Catalog.ranked)
         self.sampler_options = dict(sampler_options or {})
         self.strategy_name, self.strategy_options = strategy, dict(strategy_options or {})
         from ..samplers import make_sampler

@@ -93,9 +93,9 @@ class Catalog:
                 if e.get("percent_of_peak") is not None and e["percent_of_peak"] >= 100 * self.threshold]
 
     def ranked(self) -> list:
-        """Every successfully measured microkernel, fastest first (the fallback pool)."""
+        """Every successfully measured microkernel with its GFLOPS, fastest first (the fallback pool)."""
         ok = sorted((e for e in self.entries if e.get("gflops")), key=lambda e: -e["gflops"])
-        return [Microkernel.parse(e["text"]) for e in ok]
+        return [(Microkernel.parse(e["text"]), e["gflops"]) for e in ok]
 
     @property
     def classes(self) -> list:
