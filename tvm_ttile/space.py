@@ -290,12 +290,15 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
 
 
+def vector_widths(kept: list, vector: str) -> set:
+    """The kept microkernels' widths of 2 vectors or more (2..6 where none is kept)."""
+    return {mk.get(vector) for mk in kept if mk.get(vector) > 1} or set(range(2, 7))
+
+
 def vector_count_awkward(n: int, kept: list, vector: str) -> bool:
-    """Whether `n` vectors tile badly: no kept microkernel 2 vectors wide or more divides it (any width 2..6 where
-    none is kept). Awkward for the kept microkernels, not in general: 125 vectors (N = 1000 on AVX2) has a factor 5,
-    but no kept microkernel there is 5 vectors wide."""
-    widths = {mk.get(vector) for mk in kept if mk.get(vector) > 1} or set(range(2, 7))
-    return n >= 4 and not any(n % u == 0 for u in widths)
+    """Whether `n` vectors tile badly: none of vector_widths divides it. Awkward for the kept microkernels, not in
+    general: 125 vectors (N = 1000 on AVX2) has a factor 5, but no kept microkernel there is 5 vectors wide."""
+    return n >= 4 and not any(n % u == 0 for u in vector_widths(kept, vector))
 
 
 def pad_targets(problem: Problem, kept: list) -> dict:
@@ -312,7 +315,7 @@ def pad_targets(problem: Problem, kept: list) -> dict:
         units = set(PAD_MULTIPLES)
         if d == vector:
             awkward = vector_count_awkward(n, ours, d)
-            units = {2, 4, 8} | {mk.get(d) for mk in ours if mk.get(d) > 1}
+            units = {2, 4, 8} | vector_widths(ours, d)
         elif d == problem.reuse:
             lo, hi = REDUCTION_BLOCK
             awkward = n > hi and not any(n % u == 0 for u in range(lo, hi + 1))
