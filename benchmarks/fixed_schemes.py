@@ -26,7 +26,7 @@ from compare_run import add_output_args, operator_of, read_run, render_only
 # Lowerings of one scheme: lowering.lower's keyword arguments.
 VARIANTS = {"as-is": {}, "vector-init": {"vector_init": True, "skip_dead_init": False},
             "init-kept": {"skip_dead_init": False}, "skip-init": {"skip_dead_init": True}, "loaded": {"zero_start": False},
-            "copy-inner": {"copy_at": "inner"}, "copy-pass": {"copy_at": "pass"}}
+            **{f"copy-{at}": {"copy_at": at} for at in ("pass", "k", "h", "w", "inner")}}
 
 
 def main():

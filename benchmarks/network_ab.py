@@ -5,7 +5,11 @@ of this shared machine hits all of them alike and no system's threads disturb an
 Separate tune-model runs compare badly here: each times its network at another moment.
 
     python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--input-shape 1,3,224,224]
-        [--rounds 8] --out FILE.md
+        [--rounds 8] [--also-with VAR=VALUE] --out FILE.md
+
+`--also-with VAR=VALUE`: every build and library timed a second time, in processes with that environment variable
+(e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1: glibc's malloc asks for transparent huge pages), labelled
+"NAME VAR=VALUE".
 
 No tuning: a work dir without records for a task builds that task untuned (the report says how many records).
 """
@@ -27,6 +31,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)  # the peak, TVM's pool and the libraries at this count
     ap.add_argument("--libraries", default="onnxruntime")
+    ap.add_argument("--also-with", metavar="VAR=VALUE", help="time every system again with this variable set")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -39,6 +44,15 @@ def main():
     from tvm_ttile.models.importers import load_model
 
     builds = dict(b.split("=", 1) for b in args.builds)
+    if args.also_with and "=" not in args.also_with:
+        sys.exit(f"--also-with {args.also_with!r}: give VAR=VALUE")
+    extra = dict([args.also_with.split("=", 1)]) if args.also_with else {}
+
+    def add(label, saved):
+        timer.add(label, saved)
+        if extra:
+            timer.add(f"{label} {args.also_with}", saved, env=extra)
+
     missing = [d for d in builds.values() if not os.path.isdir(d)]
     if missing:
         sys.exit(f"no such work dir: {missing}")
@@ -60,11 +74,11 @@ def main():
         notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}")
         if err > TOLERANCE * scale:
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
-        timer.add(label, Saved.tvm(ex, tmp.name, label))
+        add(label, Saved.tvm(ex, tmp.name, label))
     for lib in filter(None, args.libraries.split(",")):
         run, version = libs.network_runner(lib, net, x, args.threads)
         notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(run() - ref))):.2e}")
-        timer.add(lib, Saved.library(lib, net, x, tmp.name))
+        add(lib, Saved.library(lib, net, x, tmp.name))
     ms = timer.run(args.rounds)
     tmp.cleanup()
     ref_lib = next((lib for lib in ("onnxruntime", "torch") if lib in ms), None)

@@ -32,6 +32,20 @@ def test_a_system_that_cannot_be_timed_is_one_error_naming_it(tmp_path):
         timer.run(rounds=1)
 
 
+def test_an_environment_given_to_one_system_reaches_its_processes_only(tmp_path):
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.isolated import IsolatedTimer, Saved
+
+    timer = IsolatedTimer(np.zeros((1, 3, 8, 8), np.float32), 1, str(tmp_path))
+    timer.add("plain", Saved("tvm", str(tmp_path / "missing.so")))
+    timer.add("no python", Saved("tvm", str(tmp_path / "missing.so")), env={"PYTHONHOME": str(tmp_path / "none")})
+    with pytest.raises(TTileError, match=r"^timing plain in its own process failed \(exit code 1\): .+missing"):
+        timer._time("plain", timer.systems["plain"], 1)
+    with pytest.raises(TTileError, match=r"^timing no python in its own process failed") as e:
+        timer._time("no python", timer.systems["no python"], 1)
+    assert "missing" not in str(e.value)  # the interpreter did not start: the variable reached that process
+
+
 def test_a_torch_module_is_exported_and_timed_in_its_own_process(tmp_path):
     pytest.importorskip("torch")
     from tvm_ttile.isolated import IsolatedTimer, Saved

@@ -71,9 +71,13 @@ class IsolatedTimer:
         self.input_path = os.path.join(directory, "input.npy")
         np.save(self.input_path, np.ascontiguousarray(x))
         self.systems: dict[str, Saved] = {}
+        self.envs: dict[str, dict] = {}
 
-    def add(self, name: str, saved: Saved) -> None:
+    def add(self, name: str, saved: Saved, env: dict | None = None) -> None:
+        """`env`: variables set in this system's processes only, e.g. a glibc tunable that only takes effect
+        when a process starts."""
         self.systems[name] = saved
+        self.envs[name] = dict(env or {})
 
     def run(self, rounds: int, repeats: int = REPEATS) -> dict:
         """{name: per-repeat latencies in ms}, `repeats` from each of `rounds` processes per system."""
@@ -84,7 +88,7 @@ class IsolatedTimer:
         return latencies
 
     def _time(self, name: str, saved: Saved, repeats: int) -> list:
-        env = dict(os.environ, TVM_NUM_THREADS=str(self.threads))  # TVM sizes its pool from it, once
+        env = {**os.environ, "TVM_NUM_THREADS": str(self.threads), **self.envs.get(name, {})}  # TVM: its pool, once
         args = [sys.executable, "-m", "tvm_ttile.isolated", json.dumps(dataclasses.asdict(saved)), self.input_path,
                 str(self.threads), str(repeats)]
         proc = subprocess.run(args, env=env, capture_output=True, text=True)
