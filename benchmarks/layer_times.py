@@ -1,8 +1,10 @@
 """Layer by layer inside whole networks: tvm_ttile's tuned network (Relax VM instrument hook) against ONNX
 Runtime (its own profiler), 1 thread, same input, per conv2d/dense shape (calls of one shape added up).
 
-    python benchmarks/layer_times.py resnet18 benchmarks/results/end_to_end_zen3/work/resnet18 [--out FILE.md]
-        (default: <work dir>/../../layer_times_<model>.md)
+    python benchmarks/layer_times.py resnet18 benchmarks/results/end_to_end_zen3/work/resnet18
+        [--input-shape 1,3,224,224] [--out FILE.md]   (default: <work dir>/../../layer_times_<model>.md)
+
+`--input-shape` as the network was tuned with (tune-model's): another shape makes other tasks, built untuned.
 
 Says where a network's gap to ONNX Runtime comes from: which layer shapes are slower and by how much, and the
 rest of each inference by kind of work (pooling, layout changes, element-wise nodes, the VM's builtins).
@@ -93,11 +95,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("work_dir")
+    ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
     ap.add_argument("--out", help="default: <work dir>/../../layer_times_<model>.md")
     args = ap.parse_args()
     model, work_dir = args.model, args.work_dir
     host = detect_host()
-    net = load_model(model)
+    net = load_model(model, tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None, seed=0)
     mod = nw.prepare(net.mod)
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     tasks = nw.extract_tasks(mod, host)
