@@ -48,11 +48,6 @@ def main():
         sys.exit(f"--also-with {args.also_with!r}: give VAR=VALUE")
     extra = dict([args.also_with.split("=", 1)]) if args.also_with else {}
 
-    def add(label, saved):
-        timer.add(label, saved)
-        if extra:
-            timer.add(f"{label} {args.also_with}", saved, env=extra)
-
     missing = [d for d in builds.values() if not os.path.isdir(d)]
     if missing:
         sys.exit(f"no such work dir: {missing}")
@@ -67,6 +62,12 @@ def main():
     scale = float(np.max(np.abs(ref))) or 1.0
     tmp = tempfile.TemporaryDirectory(prefix="network_ab_")
     timer, notes = IsolatedTimer(x, args.threads, tmp.name), []
+
+    def add(label, saved):  # each system, and with --also-with the same system again in its environment
+        timer.add(label, saved)
+        if extra:
+            timer.add(f"{label} {args.also_with}", saved, env=extra)
+
     for label, wd in builds.items():
         ex = nw.build_executable(mod, wd, cpu, args.threads)
         err = float(np.max(np.abs(nw.run(nw.vm_of(ex), x) - ref)))
