@@ -5,11 +5,13 @@ of this shared machine hits all of them alike and no system's threads disturb an
 Separate tune-model runs compare badly here: each times its network at another moment.
 
     python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--input-shape 1,3,224,224]
-        [--rounds 8] [--also-with VAR=VALUE] --out FILE.md
+        [--rounds 8] [--also-with VAR=VALUE] [--input-permute-apart LABEL,...] --out FILE.md
 
 `--also-with VAR=VALUE`: every build and library timed a second time, in processes with that environment variable
 (e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1: glibc's malloc asks for transparent huge pages), labelled
-"NAME VAR=VALUE".
+"NAME VAR=VALUE". `--input-permute-apart`: those builds are prepared as before the first conv2d read the NCHW
+input itself (network.prepare's input_layout_in_conv=False: the input's permute to NHWC a function of its own);
+their work dirs need records for that form's tasks.
 
 No tuning: a work dir without records for a task builds that task untuned (the report says how many records).
 """
@@ -32,6 +34,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)  # the peak, TVM's pool and the libraries at this count
     ap.add_argument("--libraries", default="onnxruntime")
     ap.add_argument("--also-with", metavar="VAR=VALUE", help="time every system again with this variable set")
+    ap.add_argument("--input-permute-apart", default="", metavar="LABEL,...",
+                    help="builds prepared with the input's permute to NHWC as a function of its own")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -48,6 +52,9 @@ def main():
         sys.exit(f"--also-with {args.also_with!r}: give VAR=VALUE")
     extra = dict([args.also_with.split("=", 1)]) if args.also_with else {}
 
+    apart = set(filter(None, args.input_permute_apart.split(",")))
+    if apart - set(builds):
+        sys.exit(f"--input-permute-apart: no build labelled {sorted(apart - set(builds))}")
     missing = [d for d in builds.values() if not os.path.isdir(d)]
     if missing:
         sys.exit(f"no such work dir: {missing}")
@@ -57,6 +64,7 @@ def main():
     shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
     net = load_model(args.model, shape, seed=0)  # the weights tune-model drew (seed 0)
     mod = nw.prepare(net.mod)
+    mod_apart = nw.prepare(net.mod, input_layout_in_conv=False) if apart else None
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     ref = nw.run(nw.build_network(mod, None, cpu, args.threads), x)
     scale = float(np.max(np.abs(ref))) or 1.0
@@ -69,10 +77,11 @@ def main():
             timer.add(f"{label} {args.also_with}", saved, env=extra)
 
     for label, wd in builds.items():
-        ex = nw.build_executable(mod, wd, cpu, args.threads)
+        ex = nw.build_executable(mod_apart if label in apart else mod, wd, cpu, args.threads)
         err = float(np.max(np.abs(nw.run(nw.vm_of(ex), x) - ref)))
         records = len(open_database(wd).get_all_tuning_records())
-        notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}")
+        notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}"
+                     + ("; the input's permute a function of its own" if label in apart else ""))
         if err > TOLERANCE * scale:
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
         add(label, Saved.tvm(ex, tmp.name, label))

@@ -93,6 +93,28 @@ def test_a_work_dir_with_a_damaged_file_resumes_and_keeps_every_sound_measuremen
     assert res.seconds > 0
 
 
+def test_a_task_directory_remembers_its_budget_for_its_own_function_only(tmp_path, caplog):
+    """A network task's directory is named by its place and name, which a changed function (prepared or fused
+    otherwise) can keep: the budget a finished run asked counts only for the function it tuned; a file from
+    before functions were recorded counts while that function has records; a damaged one is reported."""
+    from tvm_ttile.network import _asked
+
+    path = str(tmp_path / "asked.json")
+    assert _asked(path, "1", has_records=False) == 0
+    with open(path, "w") as f:
+        json.dump({"trials": 50, "workload": "1"}, f)
+    assert _asked(path, "1", has_records=True) == 50 and _asked(path, "1", has_records=False) == 50
+    assert _asked(path, "2", has_records=True) == 0
+    with open(path, "w") as f:
+        json.dump({"trials": 50}, f)
+    assert _asked(path, "2", has_records=True) == 50 and _asked(path, "2", has_records=False) == 0
+    with open(path, "w") as f:
+        f.write('{"trials": 5')
+    with caplog.at_level(logging.WARNING):
+        assert _asked(path, "1", has_records=True) == 0
+    assert f"{path} is damaged" in caplog.text
+
+
 def test_two_first_runs_on_one_cache_measure_the_peak_one_at_a_time(tmp_path):
     script = textwrap.dedent(f"""
         import os, time

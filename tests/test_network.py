@@ -1,6 +1,7 @@
 """Whole networks through Relax: model zoo and import, task extraction, tvm_ttile's own network tuning and
 its policy inside MetaSchedule's tune_relax, each build checked against the untuned build."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -234,7 +235,8 @@ def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(smal
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod, host)
     calls = [line.split("= R.")[1].split("(")[0] for line in mod.script().splitlines() if " = R." in line]
-    assert calls.index("strided_slice") > calls.index("nn.relu") > calls.index("nn.conv2d")
+    # the conv2d reads the NCHW input (a call_tir of its own TE, _InputLayoutIntoConv)
+    assert calls.index("strided_slice") > calls.index("nn.relu") > calls.index("call_tir")
     assert "strided_slice" not in nw.prepare(net.mod, host, whole_vectors=False).script()  # as MetaSchedule gets it
     res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0,
                           progress=False)
@@ -246,6 +248,62 @@ def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(smal
     conv = conv2d_nhwc_reference(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), 1, 1) + b
     s = (np.maximum(conv, 0) + x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     np.testing.assert_allclose(got, s.reshape(1, -1) @ fw + fb, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, host, tmp_path):
+    """ConvertLayout's permute of the NCHW input to NHWC is no pass of its own: the first conv2d (stride 2,
+    asymmetric padding, bias, ReLU) reads the NCHW input in its padding stage and is tuned by tvm_ttile, and so
+    do two convolutions that both read the input. Both builds match numpy; without input_layout_in_conv the
+    permute is a task of its own."""
+    from onnx import TensorProto, helper
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.metaschedule import measured_schemes, open_database, records_of
+    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.operators import conv2d_nhwc_reference
+
+    rng = np.random.default_rng(0)
+    c, k = 3, 2 * host.lanes
+    w, b = rng.standard_normal((k, c, 3, 3), dtype=np.float32), rng.standard_normal(k, dtype=np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2], pads=[0, 0, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    value_info = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+    for second_reader in (False, True):  # a second conv2d reading x
+        graph = helper.make_graph(
+            nodes + ([helper.make_node("Conv", ["x", "w"], ["d"], strides=[2, 2], pads=[0, 0, 1, 1]),
+                      helper.make_node("Add", ["y", "d"], ["z"])] if second_reader else []),
+            "stem", [value_info("x", [1, c, 15, 13])], [value_info("z" if second_reader else "y", None)],
+            initializer=[helper.make_tensor(n, TensorProto.FLOAT, a.shape, a.flatten()) for n, a in (("w", w), ("b", b))])
+        net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
+        mod = nw.prepare(net.mod, host)
+        assert "R.permute_dims(x" not in mod.script()  # both convolutions read x itself
+        tasks = nw.extract_tasks(mod, host)
+        permutes_x = lambda ts: [t for t in ts if t.shape.startswith(f"1x{c}x15x13,")]  # noqa: E731
+        assert not permutes_x(tasks), [(t.name, t.shape) for t in tasks]  # (the output's permute stays)
+        assert any(t.policy == "tvm_ttile" and t.shape.startswith("conv2d") and "stride2" in t.shape for t in tasks)
+        mod_apart = nw.prepare(net.mod, host, input_layout_in_conv=False)
+        assert permutes_x(nw.extract_tasks(mod_apart, host))
+        work = str(tmp_path / f"net{int(second_reader)}")
+        if not second_reader:  # tuned in its earlier form first: the new form starts from that form's best scheme
+            nw.tune_network(mod_apart, host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+            database = open_database(work)
+            conv_apart = next(t for t in nw.extract_tasks(mod_apart, host) if t.policy == "tvm_ttile")
+            best_apart = measured_schemes(database, conv_apart.mod, 1)
+            i, conv = next((i, t) for i, t in enumerate(tasks) if t.policy == "tvm_ttile")
+            log = f"{work}/tasks/{i:02d}-{conv.name}/ttile_trials.jsonl"  # may be the earlier form's directory
+            logged = sum(1 for _ in open(log)) if os.path.exists(log) else 0
+        nw.tune_network(mod, host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+        if not second_reader:
+            with open(log) as f:
+                assert [t["scheme"] for t in map(json.loads, f.readlines()[logged:]) if t["scheme"]][:1] == best_apart
+            assert len(records_of(open_database(work), conv.mod)) == 2  # tuned, though its directory says 2 asked
+        x = rng.standard_normal((1, c, 15, 13), dtype=np.float32)
+        got = nw.run(nw.build_network(mod, work), x)
+        xt = np.pad(x.transpose(0, 2, 3, 1), ((0, 0), (0, 1), (0, 1), (0, 0)))
+        conv = conv2d_nhwc_reference(xt, w.transpose(2, 3, 1, 0), 2, 0)
+        ref = np.maximum(conv + b, 0) + (conv if second_reader else 0)
+        np.testing.assert_allclose(got, ref.transpose(0, 3, 1, 2), rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
 
 
 @pytest.mark.slow

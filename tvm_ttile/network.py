@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import statistics
 import time
@@ -27,6 +28,7 @@ import numpy as np
 import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
+from tvm_ffi import structural_hash
 
 from . import cpu as cpu_mod
 from .errors import TTileError
@@ -211,11 +213,69 @@ class _WholeVectorOutputs(relax.PyExprMutator):
         return self._sliced(self.builder_.emit(relax.Call(call.op, args, call.attrs)), channels)
 
 
-def prepare(mod, cpu=None, whole_vectors: bool = True):
+def _conv2d_reading_nchw(x, w, strides, padding, dilation):
+    """TE: conv2d of NCHW `x` by HWIO `w` into NHWC, whose padding stage is also the layout change: it writes
+    the padded input in NHWC, which the conv2d block reads as any NHWC conv2d reads its padded copy."""
+    from tvm import te
+
+    n, c, h, width = x.shape
+    r, s, _, k = w.shape
+    (top, left, bottom, right), (sh, sw), (dh, dw) = padding, strides, dilation
+    zero = tvm.tirx.const(0, x.dtype)
+    padded = te.compute((n, h + top + bottom, width + left + right, c), lambda b, y, z, ch: tvm.tirx.if_then_else(
+        tvm.tirx.all(y >= top, y < h + top, z >= left, z < width + left), x[b, ch, y - top, z - left], zero),
+        name="pad_temp")
+    ry, rx, rc = te.reduce_axis((0, r), "ry"), te.reduce_axis((0, s), "rx"), te.reduce_axis((0, c), "rc")
+    out_h = (h + top + bottom - (r - 1) * dh - 1) // sh + 1
+    out_w = (width + left + right - (s - 1) * dw - 1) // sw + 1
+    return te.compute((n, out_h, out_w, k), lambda b, y, z, f: te.sum(
+        padded[b, y * sh + ry * dh, z * sw + rx * dw, rc] * w[ry, rx, rc, f], axis=[ry, rx, rc]), name="conv2d_nhwc")
+
+
+@relax.expr_functor.mutator
+class _InputLayoutIntoConv(relax.PyExprMutator):
+    """ConvertLayout gives a network's first conv2d its NCHW input through a permute_dims of its own: a pass
+    over the input (a function of its own, timed apart), after which the conv2d's padding stage copies the input
+    again. Such a conv2d (NHWC / HWIO, one group) reads the NCHW tensor instead, its padding stage writing the
+    NHWC padded copy: one pass instead of two (ONNX Runtime's first convolution reads NCHW too). A permute that
+    something else also reads stays for that reader."""
+
+    def visit_call_(self, call):
+        call = self.builder_.normalize(super().visit_call_(call))
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.nn.conv2d"):
+            return call
+        a = call.attrs
+        if (a.data_layout, a.kernel_layout, a.out_layout, a.groups) != ("NHWC", "HWIO", "NHWC", 1):
+            return call
+        source = _binding(self, call.args[0])
+        if not (isinstance(source, relax.Call) and isinstance(source.op, tvm.ir.Op)
+                and source.op.name == "relax.permute_dims" and source.attrs.axes is not None
+                and [int(v) for v in source.attrs.axes] == [0, 2, 3, 1]):
+            return call
+        x = source.args[0]
+        if _static_shape(x) is None or _static_shape(call.args[1]) is None or x.ty.dtype != call.ty.dtype:
+            return call
+        return self.builder_.call_te(_conv2d_reading_nchw, x, call.args[1], [int(v) for v in a.strides],
+                                     [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                                     primfunc_name_hint="conv2d")
+
+
+def _mutate(mutator_class, mod, *args):
+    """`mod` with every Relax function visited by one mutator_class(*args, mod), whose builder also holds the
+    PrimFuncs it adds."""
+    mutator = mutator_class(*args, mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
+def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True):
     """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
     conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
-    host's by default; _WholeVectorOutputs)."""
+    host's by default; _WholeVectorOutputs). With `input_layout_in_conv`, a conv2d whose input is an NCHW
+    tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv)."""
     from .transposed import rewrite
 
     mod, _ = rewrite(mod)
@@ -223,13 +283,15 @@ def prepare(mod, cpu=None, whole_vectors: bool = True):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
     mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
-    if not whole_vectors:
-        return mod
-    lanes = (cpu or cpu_mod.detect_host()).lanes
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gv] = _WholeVectorOutputs(lanes, mod).visit_expr(func)
-    # the slices that the next elementwise op moved past are dead: removed, not computed
+    if whole_vectors:
+        lanes = (cpu or cpu_mod.detect_host()).lanes
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                mod[gv] = _WholeVectorOutputs(lanes, mod).visit_expr(func)
+    if input_layout_in_conv:
+        mod = _mutate(_InputLayoutIntoConv, mod)
+    # the slices that the next elementwise op moved past, and the permutes now read by nothing, are dead:
+    # removed, not computed
     return relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))
 
 
@@ -341,6 +403,41 @@ def network_sampler_options(options: dict | None = None) -> dict:
     return {**NETWORK_SAMPLER_OPTIONS, **(options or {})}
 
 
+def _asked(path: str, workload: str, has_records: bool) -> int:
+    """The budget a finished run asked for the task whose directory holds `path`, if that run tuned the same
+    function: a task directory is named by its place and name in the network, which a function changed since
+    (prepared or fused otherwise) can keep. A file written before workloads were recorded counts while the
+    database holds records of the function; an unreadable one counts for nothing."""
+    if not os.path.exists(path):
+        return 0
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+        trials = int(saved["trials"])
+    except (ValueError, KeyError, TypeError) as e:
+        logging.getLogger(__name__).warning("%s is damaged (%s): its task is searched up to its budget again",
+                                            path, type(e).__name__)
+        return 0
+    return trials if saved.get("workload", workload if has_records else None) == workload else 0
+
+
+def _earlier_forms(database, task_mods: list, target) -> dict:
+    """{Problem: modules} of the conv2d / matmul workloads in `database` that are none of `task_mods`: a task's
+    earlier form (the same layer fused or prepared otherwise, e.g. by an earlier version of prepare). A task of
+    that Problem first measures their best schemes, as a twin's, instead of starting from blind draws."""
+    seen = {structural_hash(m) for m in task_mods}
+    found = {}
+    for rec in database.get_all_tuning_records():
+        key = structural_hash(rec.workload.mod)
+        if key in seen:
+            continue
+        seen.add(key)
+        problem, _ = ttile_problem(rec.workload.mod, target)
+        if problem is not None:
+            found.setdefault(problem, []).append(rec.workload.mod)
+    return found
+
+
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
                  verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
@@ -386,23 +483,23 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                 len(saved["curve"]), saved["seconds"], saved["verified"], saved["max_abs_error"],
                 [f"compute {saved['compute']} {tuple(saved['config'])}; {saved['selected_by']}"]))
         mod, _ = apply_dense(mod, work_dir)
-    for i, task in enumerate(extract_tasks(mod, cpu, threads, prepack)):
+    tasks = extract_tasks(mod, cpu, threads, prepack)
+    earlier = _earlier_forms(database, [t.mod for t in tasks], target)
+    for i, task in enumerate(tasks):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         os.makedirs(task_dir, exist_ok=True)
         before = records_of(database, task.mod)
         asked_file = WorkDir(task_dir).asked
-        asked = 0
-        if os.path.exists(asked_file):
-            with open(asked_file) as f:
-                asked = json.load(f)["trials"]
+        workload = str(structural_hash(task.mod))
+        asked = _asked(asked_file, workload, bool(before))
         if task.policy == "tvm_ttile":
             problem, _ = ttile_problem(task.mod, target)
             catalog = build_catalog(cpu, problem.op)
             space, cost_model = TTileSpaceGenerator(), ms.cost_model.RandomModel()
             # Tasks of one operator and size (with other epilogues) share what they learn: a twin first
             # measures the best schemes of those tuned before it, then draws with another seed.
-            twins = twins_of.setdefault(problem, [])
+            twins = twins_of.setdefault(problem, list(earlier.get(problem, [])))
             first = [t for twin in twins for t in measured_schemes(database, twin, TWIN_SCHEMES)]
             strategy = TTileSearch(seed=seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
                                    threads=threads, trial_log=WorkDir(task_dir).trials, first=first,
@@ -426,7 +523,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                                          progress=progress, verbose=verbose, label=f"{task.policy} {task.name}",
                                          cpu=cpu, **measurer)
         with open(asked_file, "w") as f:
-            json.dump({"trials": max(asked, budget)}, f)
+            json.dump({"trials": max(asked, budget), "workload": workload}, f)
         results.append(_task_result(task, database, target, tuning))
     failed = [r for r in results if r.policy != "metaschedule" and not r.trials]
     if failed and len(failed) == sum(r.policy != "metaschedule" for r in results):
