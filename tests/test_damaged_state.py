@@ -93,26 +93,34 @@ def test_a_work_dir_with_a_damaged_file_resumes_and_keeps_every_sound_measuremen
     assert res.seconds > 0
 
 
-def test_a_task_directory_remembers_its_budget_for_its_own_function_only(tmp_path, caplog):
+def test_a_task_directory_belongs_to_one_function_and_another_ones_is_moved_aside(tmp_path, caplog):
     """A network task's directory is named by its place and name, which a changed function (prepared or fused
-    otherwise) can keep: the budget a finished run asked counts only for the function it tuned; a file from
-    before functions were recorded counts while that function has records; a damaged one is reported."""
-    from tvm_ttile.network import _asked
+    otherwise) can keep: the budget a finished run asked counts for the function it tuned only, another
+    function's directory is moved aside with its logs; a file from before functions were recorded counts while
+    that function has records; a damaged one is reported."""
+    from tvm_ttile.network import _claim_task_dir
 
-    path = str(tmp_path / "asked.json")
-    assert _asked(path, "1", has_records=False) == 0
-    with open(path, "w") as f:
-        json.dump({"trials": 50, "workload": "1"}, f)
-    assert _asked(path, "1", has_records=True) == 50 and _asked(path, "1", has_records=False) == 50
-    assert _asked(path, "2", has_records=True) == 0
-    with open(path, "w") as f:
-        json.dump({"trials": 50}, f)
-    assert _asked(path, "2", has_records=True) == 50 and _asked(path, "2", has_records=False) == 0
-    with open(path, "w") as f:
-        f.write('{"trials": 5')
+    task_dir = str(tmp_path / "tasks" / "02-fused_conv2d_add_relu")
+    asked = os.path.join(task_dir, "asked.json")
+
+    def write(text):
+        with open(asked, "w") as f:
+            f.write(text)
+
+    assert _claim_task_dir(task_dir, "1", has_records=False) == 0 and os.path.isdir(task_dir)
+    write(json.dumps({"trials": 50, "workload": "1"}))
+    assert _claim_task_dir(task_dir, "1", has_records=True) == 50
+    assert _claim_task_dir(task_dir, "1", has_records=False) == 50
+    assert _claim_task_dir(task_dir, "2", has_records=False) == 0  # function 1's directory, moved aside
+    assert os.listdir(task_dir) == [] and os.path.exists(f"{task_dir}.earlier-1/asked.json")
+    write(json.dumps({"trials": 50}))  # written before functions were recorded
+    assert _claim_task_dir(task_dir, "2", has_records=True) == 50
+    assert _claim_task_dir(task_dir, "3", has_records=False) == 0
+    assert os.path.exists(f"{task_dir}.earlier-unrecorded/asked.json")
+    write('{"trials": 5')
     with caplog.at_level(logging.WARNING):
-        assert _asked(path, "1", has_records=True) == 0
-    assert f"{path} is damaged" in caplog.text
+        assert _claim_task_dir(task_dir, "3", has_records=True) == 0
+    assert f"{asked} is damaged" in caplog.text
 
 
 def test_two_first_runs_on_one_cache_measure_the_peak_one_at_a_time(tmp_path):

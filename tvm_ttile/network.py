@@ -21,6 +21,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import statistics
 import time
 
@@ -403,22 +404,33 @@ def network_sampler_options(options: dict | None = None) -> dict:
     return {**NETWORK_SAMPLER_OPTIONS, **(options or {})}
 
 
-def _asked(path: str, workload: str, has_records: bool) -> int:
-    """The budget a finished run asked for the task whose directory holds `path`, if that run tuned the same
-    function: a task directory is named by its place and name in the network, which a function changed since
-    (prepared or fused otherwise) can keep. A file written before workloads were recorded counts while the
-    database holds records of the function; an unreadable one counts for nothing."""
-    if not os.path.exists(path):
-        return 0
-    try:
-        with open(path) as f:
-            saved = json.load(f)
-        trials = int(saved["trials"])
-    except (ValueError, KeyError, TypeError) as e:
-        logging.getLogger(__name__).warning("%s is damaged (%s): its task is searched up to its budget again",
-                                            path, type(e).__name__)
-        return 0
-    return trials if saved.get("workload", workload if has_records else None) == workload else 0
+def _claim_task_dir(task_dir: str, workload: str, has_records: bool) -> int:
+    """Make `task_dir` the directory of the function whose structural hash is `workload`, and return the budget a
+    finished run asked for it (0: none). A task directory is named by its place and name in the network, which a
+    function changed since (prepared or fused otherwise) can keep: a directory whose asked.json names another
+    function is moved aside, logs and all, to `task_dir`.earlier-<that hash>, so the budget, trial log, curve and
+    tuning seconds of the new function start clean. An asked.json written before functions were recorded belongs
+    to this function while the database holds records of it; an unreadable one is reported and counts for nothing."""
+    path = WorkDir(task_dir).asked
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+            trials = int(saved["trials"])
+        except (ValueError, KeyError, TypeError) as e:
+            logging.getLogger(__name__).warning("%s is damaged (%s): its task is searched up to its budget again",
+                                                path, type(e).__name__)
+            return 0
+        owner = str(saved.get("workload", workload if has_records else "unrecorded"))
+        if owner == workload:
+            return trials
+        aside = f"{task_dir}.earlier-{owner}"
+        if os.path.exists(aside):
+            shutil.rmtree(aside)  # an older copy of the same function's directory
+        os.replace(task_dir, aside)
+        logging.getLogger(__name__).info("%s held another function's tuning: moved to %s", task_dir, aside)
+    os.makedirs(task_dir, exist_ok=True)
+    return 0
 
 
 def _earlier_forms(database, task_mods: list, target) -> dict:
@@ -488,11 +500,9 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     for i, task in enumerate(tasks):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
-        os.makedirs(task_dir, exist_ok=True)
         before = records_of(database, task.mod)
-        asked_file = WorkDir(task_dir).asked
         workload = str(structural_hash(task.mod))
-        asked = _asked(asked_file, workload, bool(before))
+        asked = _claim_task_dir(task_dir, workload, bool(before))
         if task.policy == "tvm_ttile":
             problem, _ = ttile_problem(task.mod, target)
             catalog = build_catalog(cpu, problem.op)
@@ -522,7 +532,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                                          cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
                                          progress=progress, verbose=verbose, label=f"{task.policy} {task.name}",
                                          cpu=cpu, **measurer)
-        with open(asked_file, "w") as f:
+        with open(WorkDir(task_dir).asked, "w") as f:
             json.dump({"trials": max(asked, budget), "workload": workload}, f)
         results.append(_task_result(task, database, target, tuning))
     failed = [r for r in results if r.policy != "metaschedule" and not r.trials]
