@@ -455,3 +455,37 @@ def test_constant_weights_padded_and_transposed_at_build_time(host, make, text):
     assert timed[2] == op.output_shape
     got, ref = run(op, lowered.sch.mod, host.target())
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))
+
+
+@pytest.mark.parametrize("op,text", [
+    # stride 2, prime input, channels padded to whole vectors: most tiles inside, a border row/column outside
+    (lambda L: Depthwise(C=2 * L - 3, H=23, W=19, R=3, S=3, stride=2, pad=1), "[T(2,k),T(6,h),T(5,w),T(3,r),U(3,s),U(2,w),U(2,h),V(k)]"),
+    # asymmetric padding, 5x3 window, stride 1
+    (lambda L: Depthwise(C=L, H=17, W=13, R=5, S=3, pad=(2, 1, 1, 0)), "[T(16,h),T(6,w),T(5,r),U(3,s),U(2,w),V(k)]"),
+    # dilation 2 and a Lambda: its tail covers whole rows, never inside: the copy stays
+    (lambda L: Depthwise(C=2 * L, H=11, W=11, R=3, S=3, pad=2, dilation=2),
+     "[T(11,h),Lambda(w,[(2,4),(1,3)]),T(3,r),U(3,s),U(lambda,w),U(2,k),V(k)]"),
+])
+def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
+    """read_in_place: a depthwise tile whose window lies inside the input skips its padded copy and its
+    microkernels read the input itself; border tiles copy as before. The result matches numpy with and without,
+    the rewrite is applied once whatever the number of passes, and lower(read_in_place=False) marks nothing."""
+    import re
+
+    from tvm_ttile import read_in_place
+
+    op = op(host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    scheme = Scheme.parse(text)
+    lowered = lower(problem, scheme, op.prim_func(host.lanes))
+    marked = lowered.sch.mod
+    assert read_in_place.ANNOTATION in marked.script()
+    once = read_in_place.apply(marked)
+    branches = len(re.findall(r"^\s+if .*:$", once.script(), re.M))
+    assert ("Lambda" in text) == (branches == 0), once.script()
+    assert read_in_place.apply(once).same_as(once)  # nothing marked is left: a second pass changes nothing
+    for mod in (marked, lower(problem, scheme, op.prim_func(host.lanes), read_in_place=False).sch.mod):
+        got, ref = run(op, mod, host.target())  # tvm.compile: the pass is in TVM's pipeline
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), text
+    assert read_in_place.ANNOTATION not in lower(problem, scheme, op.prim_func(host.lanes),
+                                                 read_in_place=False).sch.mod.script()

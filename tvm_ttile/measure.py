@@ -21,6 +21,8 @@ def build_module(mod, target, _params=None):
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from . import read_in_place  # noqa: F401 - its pass joins TVM's pipeline in this (worker) process
+
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.compile(mod, target=target).mod  # the runtime Module, which f_export can export
 
