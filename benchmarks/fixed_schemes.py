@@ -5,6 +5,7 @@ then everything is timed in this process, round-robin.
 
     python benchmarks/fixed_schemes.py COMPARE_OUT --layer L --schemes "[...]" "[...]" \
         [--variants as-is,vector-init,skip-init] [--systems template-random,tvm_ttile,numpy] [--in-place] \
+        [--also-run OTHER_COMPARE_OUT] \
         [--threads N] [--rounds 7] [--out FILE]
 
 `--variants`: each scheme lowered several ways (VARIANTS: lower()'s options). `--in-place`: the weights as an argument read where they lie (default: as the run had them, e.g. --prepack).
@@ -26,7 +27,8 @@ from compare_run import add_output_args, operator_of, read_run, render_only
 # Lowerings of one scheme: lowering.lower's keyword arguments.
 VARIANTS = {"as-is": {}, "vector-init": {"vector_init": True, "skip_dead_init": False},
             "init-kept": {"skip_dead_init": False}, "skip-init": {"skip_dead_init": True}, "loaded": {"zero_start": False},
-            **{f"copy-{at}": {"copy_at": at} for at in ("pass", "k", "h", "w", "inner")}}
+            **{f"copy-{at}": {"copy_at": at} for at in ("pass", "k", "h", "w", "inner")},
+            "copied": {"read_in_place": False}}  # every tile copies its input window (no in-place reads)
 
 
 def main():
@@ -36,6 +38,9 @@ def main():
     ap.add_argument("--schemes", nargs="+", default=[], help="scheme texts, each lowered as tvm_ttile lowers it")
     ap.add_argument("--systems", default="", help="comma-separated: the run's tuners (their best, seed 0) and "
                                                    "libraries, timed beside the schemes")
+    ap.add_argument("--also-run", action="append", default=[], metavar="COMPARE_OUT",
+                    help="the --systems tuners' bests of another run of the same layer too (e.g. of an earlier "
+                         "version), labelled 'SYSTEM (RUN)'")
     ap.add_argument("--in-place", action="store_true", help="weights read in place at every call")
     ap.add_argument("--variants", default="as-is", help="comma-separated lowerings of each scheme: " +
                     ", ".join(f"{k} ({v or 'default'})" for k, v in VARIANTS.items()))
@@ -65,13 +70,15 @@ def main():
     peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     rows, timers = [], []
     systems = [s for s in args.systems.split(",") if s]
-    if systems:
-        run_layer = args.layer + ("-prepack" if run.get("prepack") else "")
+    run_layer = args.layer + ("-prepack" if run.get("prepack") else "")
+    for out in [args.compare_out] + args.also_run:
+        listed = systems if out == args.compare_out else [s for s in systems if get_system(s).tunes]
         entries = [(s, None if not get_system(s).tunes else
-                    work_dir_for(os.path.join(args.compare_out, "work"), s, run_layer, 0, cpu.isa.name, threads))
-                   for s in systems]
+                    work_dir_for(os.path.join(out, "work"), s, run_layer, 0, cpu.isa.name, threads))
+                   for s in listed]
         timers += in_process_timers(entries, op, cpu, threads)
-        rows += [{"what": s, "kind": "system"} for s in systems]
+        label = "" if out == args.compare_out else f" ({os.path.basename(os.path.normpath(out))})"
+        rows += [{"what": s + label, "kind": "system"} for s in listed]
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:

@@ -469,7 +469,8 @@ def test_constant_weights_padded_and_transposed_at_build_time(host, make, text):
 def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     """read_in_place: a depthwise tile whose window lies inside the input skips its padded copy and its
     microkernels read the input itself; border tiles copy as before. The result matches numpy with and without,
-    the rewrite is applied once whatever the number of passes, and lower(read_in_place=False) marks nothing."""
+    the rewrite is applied once whatever the number of passes, lower(read_in_place=False) marks nothing, and by
+    default the copy goes where it copies the fewest elements (per channel tile or per tensorized region)."""
     import re
 
     from tvm_ttile import read_in_place
@@ -477,14 +478,17 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     op = op(host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     scheme = Scheme.parse(text)
-    lowered = lower(problem, scheme, op.prim_func(host.lanes))
-    marked = lowered.sch.mod
+    copied = {at: read_in_place.copied_elements(lower(problem, scheme, op.prim_func(host.lanes),
+                                                      copy_at=at).sch.mod["main"]) for at in ("k", "inner", None)}
+    assert copied[None] == min(copied["k"], copied["inner"]), copied  # by default the place that copies least
+    marked = lower(problem, scheme, op.prim_func(host.lanes), copy_at="inner").sch.mod
     assert read_in_place.ANNOTATION in marked.script()
     once = read_in_place.apply(marked)
     branches = len(re.findall(r"^\s+if .*:$", once.script(), re.M))
     assert ("Lambda" in text) == (branches == 0), once.script()
     assert read_in_place.apply(once).same_as(once)  # nothing marked is left: a second pass changes nothing
-    for mod in (marked, lower(problem, scheme, op.prim_func(host.lanes), read_in_place=False).sch.mod):
+    for mod in (marked, lower(problem, scheme, op.prim_func(host.lanes)).sch.mod,
+                lower(problem, scheme, op.prim_func(host.lanes), read_in_place=False).sch.mod):
         got, ref = run(op, mod, host.target())  # tvm.compile: the pass is in TVM's pipeline
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), text
     assert read_in_place.ANNOTATION not in lower(problem, scheme, op.prim_func(host.lanes),

@@ -19,7 +19,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
 from .errors import TTileError
-from . import read_in_place
+from . import read_in_place as in_place_reads
 from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
@@ -479,7 +479,18 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
     notes += _epilogue(sch, block, outer, red_dims, keys)
     if copy_at is None:
-        copy_at = (INPUT_COPY_AT_IN_PLACE if read_in_place else INPUT_COPY_AT)[op]
+        copy_at = INPUT_COPY_AT[op]
+        if read_in_place and INPUT_COPY_AT_IN_PLACE[op] != copy_at:
+            # Per region where that copies fewer elements, the regions inside the input skipping theirs: where
+            # few are inside (a tile as wide as the row, a reduction tile loop above the copy), each would copy
+            # its window, halo included, again (0.79x the copy at k on a 7x7x960 best).
+            copied = {}
+            for at in (copy_at, INPUT_COPY_AT_IN_PLACE[op]):
+                trial = sch.copy()
+                _input_copy_per_tile(trial, block, outer[npar:], keys[npar:], 0, at, True)
+                copied[at] = in_place_reads.copied_elements(trial.mod["main"])
+            if None not in copied.values() and copied[INPUT_COPY_AT_IN_PLACE[op]] < copied[copy_at]:
+                copy_at = INPUT_COPY_AT_IN_PLACE[op]
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at,
                                       read_in_place)
@@ -512,7 +523,7 @@ INPUT_COPY_AT = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
 # ... and where, when tiles inside the input read it in place (read_in_place): per tensorized region, so that only
 # the tiles on the border copy, each its own window (on the Zen 3, the same schemes on a 112x112x96 stride-2 layer:
 # 1.19x the copy at k without in-place reads, geometric mean of 12 drawn schemes; 1.34x on 5 without a Lambda;
-# per channel tile a copy often spans the whole height and is never inside).
+# per channel tile a copy often spans the whole height and is never inside). Only where it copies less (lower).
 INPUT_COPY_AT_IN_PLACE = {**INPUT_COPY_AT, "depthwise": "inner"}
 # Where the copy can go: a pass over the whole input before the operator, under the innermost tile loop over a
 # dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one
@@ -527,14 +538,18 @@ def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str, in_p
     at = [lp for lp, (d, _) in zip(loops, keys) if copy_at in ("inner", d)]
     inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
     copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
-    if not at or not copies:
+    if not copies:
+        return []
+    if not at:  # left as a pass (marked too: lower counts what each place copies, read_in_place.copied_elements)
+        if in_place:
+            in_place_reads.mark(sch, copies[0])
         return []
     try:
         sch.compute_at(copies[0], at[-1], preserve_unit_loops=True)
     except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
         return [f"input copy {sch.get(copies[0]).name_hint} left as a separate pass: {str(e).splitlines()[0]}"]
     if in_place:
-        read_in_place.mark(sch, copies[0])
+        in_place_reads.mark(sch, copies[0])
     inner = sch.get_loops(copies[0])[-1]
     extent = sch.get(inner).extent
     if lanes and isinstance(extent, tvm.tirx.IntImm) and int(extent) % lanes == 0:

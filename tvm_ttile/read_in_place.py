@@ -171,8 +171,24 @@ def _conjuncts(cond) -> list:
 
 def _rewrite_site(copy_item, rest):
     """IfThenElse(interior, rest reading the source in place, [copy] + rest), or None where that is not safe."""
-    if not rest:
+    found = _interior(copy_item)
+    if not rest or found is None:
         return None
+    interior, dst, src, offsets = found
+    in_place = [_read_source(s, dst, src, offsets) for s in rest]
+    if any(s is None for s in in_place):
+        return None
+    scheduled = tirx.SeqStmt([_unmarked(copy_item), *rest])  # unmarked: applying the rewrite again changes nothing
+    then = _seq(in_place)
+    if isinstance(interior, tirx.IntImm):
+        return then  # always inside (a function whose padding this copy's tiles never reach)
+    return tirx.IfThenElse(interior, then, scheduled)
+
+
+def _interior(copy_item):
+    """(condition, copy buffer, source buffer, per-dimension offsets): when the condition holds (once per
+    iteration of the loops around the copy), every element the copy makes is the source's, at index + offset.
+    None where the copy is not an element-wise padding of one buffer, or never inside it."""
     loops, realize = _copy_of(copy_item)
     block = realize.block
     store = block.body
@@ -190,7 +206,7 @@ def _rewrite_site(copy_item, rest):
     analyzer = Analyzer()
     # Per dimension: source index = destination index + offset, the offset free of the copy's own variables.
     offsets, extra = [], []
-    for d, (di, si) in enumerate(zip(store.indices, load.indices)):
+    for di, si in zip(store.indices, load.indices):
         if isinstance(si, tirx.Min) and si.a.same_as(di):  # channels padded to whole vectors: min(c, C - 1)
             extra.append(tirx.LE(si.a, si.b))
             si = si.a
@@ -215,14 +231,89 @@ def _rewrite_site(copy_item, rest):
     interior = analyzer.simplify(tirx.all(*checks)) if checks else tirx.const(True, "bool")
     if isinstance(interior, tirx.IntImm) and not interior.value:
         return None  # never inside the input: the copy stays
-    in_place = [_read_source(s, dst, src, offsets) for s in rest]
-    if any(s is None for s in in_place):
-        return None
-    scheduled = tirx.SeqStmt([_unmarked(copy_item), *rest])  # unmarked: applying the rewrite again changes nothing
-    then = _seq(in_place)
-    if isinstance(interior, tirx.IntImm):
-        return then  # always inside (a function whose padding this copy's tiles never reach)
-    return tirx.IfThenElse(interior, then, scheduled)
+    return interior, dst, src, offsets
+
+
+def copied_elements(func, limit: int = 1 << 22):
+    """Elements the marked copies of `func` (scheduled, tensorized or not) still copy once the iterations whose
+    window lies inside the source skip them: per copy, its size times the iterations of the loops around it
+    that are not inside, counted by evaluating the condition over those loops (numpy, at most `limit` points;
+    None beyond, or where a condition cannot be evaluated)."""
+    total = 0
+    for loops, item in _sites(func.body):
+        _, realize = _copy_of(item)
+        size = 1
+        for lp in _copy_of(item)[0]:
+            size *= int(lp.extent)
+        iterations = 1
+        for lp in loops:
+            iterations *= int(lp.extent)
+        found = _interior(item)
+        inside = 0
+        if found is not None:
+            interior = found[0]
+            if isinstance(interior, tirx.IntImm):
+                inside = iterations if interior.value else 0
+            else:
+                used = [lp for lp in loops if any(v.same_as(lp.loop_var)
+                                                  for v in tirx.analysis.undefined_vars(interior, []))]
+                points = 1
+                for lp in used:
+                    points *= int(lp.extent)
+                if points > limit:
+                    return None
+                import numpy as np
+
+                grids = np.meshgrid(*[np.arange(int(lp.min), int(lp.min) + int(lp.extent)) for lp in used],
+                                    indexing="ij", sparse=True)
+                value = _evaluate(interior, {lp.loop_var: g for lp, g in zip(used, grids)})
+                if value is None:
+                    return None
+                inside = int(np.broadcast_to(value, [int(lp.extent) for lp in used]).sum()) * (iterations // points)
+        total += (iterations - inside) * size
+    return total
+
+
+def _sites(stmt, loops=()):
+    """(enclosing loops, copy item) of every marked copy under `stmt`."""
+    if isinstance(stmt, tirx.SeqStmt):
+        out = []
+        for x in stmt.seq:
+            out += [(loops, x)] if _copy_of(x) is not None else _sites(x, loops)
+        return out
+    if isinstance(stmt, tirx.For):
+        if _copy_of(stmt) is not None:
+            return [(loops, stmt)]
+        return _sites(stmt.body, loops + (stmt,))
+    if isinstance(stmt, tvm.s_tir.SBlockRealize):
+        return _sites(stmt.block.body, loops)
+    if isinstance(stmt, tirx.IfThenElse):
+        return _sites(stmt.then_case, loops) + (_sites(stmt.else_case, loops) if stmt.else_case is not None else [])
+    return []
+
+
+def _evaluate(expr, env):
+    """An integer / boolean expression over loop variables, evaluated on numpy grids; None if not one."""
+    import numpy as np
+
+    binary = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
+              tirx.FloorDiv: lambda a, b: a // b, tirx.FloorMod: lambda a, b: a % b,
+              tirx.Min: np.minimum, tirx.Max: np.maximum,
+              tirx.LT: lambda a, b: a < b, tirx.LE: lambda a, b: a <= b, tirx.GT: lambda a, b: a > b,
+              tirx.GE: lambda a, b: a >= b, tirx.EQ: lambda a, b: a == b, tirx.NE: lambda a, b: a != b,
+              tirx.And: lambda a, b: a & b, tirx.Or: lambda a, b: a | b}
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    if isinstance(expr, tirx.Var):
+        return next((g for v, g in env.items() if v.same_as(expr)), None)
+    if isinstance(expr, tirx.Not):
+        a = _evaluate(expr.a, env)
+        return None if a is None else ~a
+    for kind, f in binary.items():
+        if isinstance(expr, kind):
+            a, b = _evaluate(expr.a, env), _evaluate(expr.b, env)
+            return None if a is None or b is None else f(a, b)
+    return None
 
 
 def _region_in_source(region, dst, src, offsets):
