@@ -383,8 +383,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     at any thread count. `vector_copy`: a depthwise tile's input copy (INPUT_COPY_AT) moves whole vectors of
     channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
     copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: INPUT_COPY_AT_IN_PLACE's or
-    INPUT_COPY_AT's place for the operator). `read_in_place`: a copy made per tile is marked so that, at build time, the tiles whose window
-    lies inside the input skip it and read the input itself (read_in_place.py)."""
+    INPUT_COPY_AT's place for the operator, whichever copies less). `read_in_place`: the copy is marked so that,
+    at build time, the tiles whose window lies inside the input skip it and read the input itself
+    (read_in_place.py)."""
     if copy_at is not None and copy_at not in COPY_AT:
         raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
@@ -521,9 +522,9 @@ SCHEME_ANNOTATION = "tvm_ttile.scheme"
 # whole input: one pass.
 INPUT_COPY_AT = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
 # ... and where, when tiles inside the input read it in place (read_in_place): per tensorized region, so that only
-# the tiles on the border copy, each its own window (on the Zen 3, the same schemes on a 112x112x96 stride-2 layer:
-# 1.19x the copy at k without in-place reads, geometric mean of 12 drawn schemes; 1.34x on 5 without a Lambda;
-# per channel tile a copy often spans the whole height and is never inside). Only where it copies less (lower).
+# the tiles on the border copy, each its own window (per channel tile a copy often spans the whole height and is
+# never inside), where that copies fewer elements (lower). The 10 MobileNet-v2 depthwise bests on the Zen 3: 1.23x
+# their speed copied per channel tile, 1.00-1.50x (benchmarks/results/mobilenet_v2_zen3/NOTES.md).
 INPUT_COPY_AT_IN_PLACE = {**INPUT_COPY_AT, "depthwise": "inner"}
 # Where the copy can go: a pass over the whole input before the operator, under the innermost tile loop over a
 # dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one

@@ -2,7 +2,7 @@
 
 A depthwise tile copies its input window (with the padding) before its microkernels read it: at stride 2 the copy
 moves about as many vectors as the microkernels do FMAs, and it costs more than the computation (the same schemes
-run 1.4-2.2x faster on a layer without padding, where there is no copy). Most tiles' windows lie wholly inside the
+run 1.2-2.3x faster on a layer without padding, where there is no copy). Most tiles' windows lie wholly inside the
 input and need no padding. For those, the microkernels can read the input itself.
 
 `lowering.lower` marks a copy made per tile (compute_at under a tile loop) with ANNOTATION; the schedule's trace
