@@ -21,6 +21,7 @@ inert there.
 """
 from __future__ import annotations
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -77,7 +78,7 @@ install()
 
 
 def _rewrite_func(func):
-    if not _has_mark(func.body):
+    if not _sites(func.body):
         return func
     body = _visit(func.body)
     if body.same_as(func.body):
@@ -86,26 +87,6 @@ def _rewrite_func(func):
     # twice: ConvertSSA defines the repeated ones anew.
     mod = tvm.s_tir.transform.ConvertSSA()(tvm.IRModule({"main": func.with_body(body)}))
     return mod["main"]
-
-
-def _has_mark(stmt) -> bool:
-    found = []
-
-    def visit(s):
-        if found:
-            return
-        if isinstance(s, tvm.s_tir.SBlockRealize):
-            if ANNOTATION in s.block.annotations:
-                found.append(s)
-                return
-            visit(s.block.body)
-        elif isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                visit(x)
-        elif hasattr(s, "body") and isinstance(s.body, tirx.Stmt):
-            visit(s.body)
-    visit(stmt)
-    return bool(found)
 
 
 def _visit(stmt):
@@ -241,7 +222,6 @@ def copied_elements(func, limit: int = 1 << 22):
     None beyond, or where a condition cannot be evaluated)."""
     total = 0
     for loops, item in _sites(func.body):
-        _, realize = _copy_of(item)
         size = 1
         for lp in _copy_of(item)[0]:
             size *= int(lp.extent)
@@ -262,8 +242,6 @@ def copied_elements(func, limit: int = 1 << 22):
                     points *= int(lp.extent)
                 if points > limit:
                     return None
-                import numpy as np
-
                 grids = np.meshgrid(*[np.arange(int(lp.min), int(lp.min) + int(lp.extent)) for lp in used],
                                     indexing="ij", sparse=True)
                 value = _evaluate(interior, {lp.loop_var: g for lp, g in zip(used, grids)})
@@ -294,8 +272,6 @@ def _sites(stmt, loops=()):
 
 def _evaluate(expr, env):
     """An integer / boolean expression over loop variables, evaluated on numpy grids; None if not one."""
-    import numpy as np
-
     binary = {tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
               tirx.FloorDiv: lambda a, b: a // b, tirx.FloorMod: lambda a, b: a % b,
               tirx.Min: np.minimum, tirx.Max: np.maximum,
