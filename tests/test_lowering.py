@@ -462,15 +462,19 @@ def test_constant_weights_padded_and_transposed_at_build_time(host, make, text):
     (lambda L: Depthwise(C=2 * L - 3, H=23, W=19, R=3, S=3, stride=2, pad=1), "[T(2,k),T(6,h),T(5,w),T(3,r),U(3,s),U(2,w),U(2,h),V(k)]"),
     # asymmetric padding, 5x3 window, stride 1
     (lambda L: Depthwise(C=L, H=17, W=13, R=5, S=3, pad=(2, 1, 1, 0)), "[T(16,h),T(6,w),T(5,r),U(3,s),U(2,w),V(k)]"),
-    # dilation 2 and a Lambda: its tail covers whole rows, never inside: the copy stays
+    # dilation 2 and a Lambda: its tail covers whole rows, never inside: guarded throughout
     (lambda L: Depthwise(C=2 * L, H=11, W=11, R=3, S=3, pad=2, dilation=2),
      "[T(11,h),Lambda(w,[(2,4),(1,3)]),T(3,r),U(3,s),U(lambda,w),U(2,k),V(k)]"),
+    # stride 2, 7-wide output rows one microkernel wide (Ansor's DEP-2): every tile touches the left padding
+    (lambda L: Depthwise(C=4 * L, H=14, W=14, R=3, S=3, stride=2, pad=1), "[T(2,k),T(7,h),T(2,k),T(3,r),U(3,s),U(7,w),V(k)]"),
 ])
 def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     """read_in_place: a depthwise tile whose window lies inside the input skips its padded copy and its
-    microkernels read the input itself; border tiles copy as before. The result matches numpy with and without,
-    the rewrite is applied once whatever the number of passes, lower(read_in_place=False) marks nothing, and by
-    default the copy goes where it copies the fewest elements (per channel tile or per tensorized region)."""
+    microkernels read the input itself; border tiles read it too, each load guarded by the copy's condition, where
+    channels are whole vectors (else, and with border="copy", they copy their window). The result matches numpy
+    every way, the rewrite is applied once whatever the number of passes, lower(read_in_place=False) marks
+    nothing, and by default the copy goes where it copies the fewest elements (per channel tile or per tensorized
+    region): none with guarded borders."""
     import re
 
     from tvm_ttile import read_in_place
@@ -478,15 +482,23 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     op = op(host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     scheme = Scheme.parse(text)
-    copied = {at: read_in_place.copied_elements(lower(problem, scheme, op.prim_func(host.lanes),
-                                                      copy_at=at).sch.mod["main"]) for at in ("k", "inner", None)}
-    assert copied[None] == min(copied["k"], copied["inner"]), copied  # by default the place that copies least
-    marked = lower(problem, scheme, op.prim_func(host.lanes), copy_at="inner").sch.mod
+    for border in ("guard", "copy"):
+        copied = {at: read_in_place.copied_elements(lower(problem, scheme, op.prim_func(host.lanes), copy_at=at,
+                                                          border=border).sch.mod["main"])
+                  for at in ("k", "inner", None)}
+        assert copied[None] == min(copied["k"], copied["inner"]), (border, copied)  # the place that copies least
+        assert (copied[None] == 0) == (border == "guard" and not problem.vector_pad), (border, copied)
+    whole_rows = "Lambda" in text or "U(7,w)" in text  # no tile inside the input
+    marked = lower(problem, scheme, op.prim_func(host.lanes), copy_at="inner", border="copy").sch.mod
     assert read_in_place.ANNOTATION in marked.script()
     once = read_in_place.apply(marked)
     branches = len(re.findall(r"^\s+if .*:$", once.script(), re.M))
-    assert ("Lambda" in text) == (branches == 0), once.script()
+    assert whole_rows == (branches == 0), once.script()
     assert read_in_place.apply(once).same_as(once)  # nothing marked is left: a second pass changes nothing
+    guarded = read_in_place.apply(lower(problem, scheme, op.prim_func(host.lanes)).sch.mod)
+    # a guarded load (or a constant zero: wholly in the padding) feeds an FMA
+    assert bool(re.search(r"T\.fma\(T\.(if_then_else|Broadcast)", guarded["main"].script())) == (not problem.vector_pad)
+    assert read_in_place.apply(guarded).same_as(guarded)
     for mod in (marked, lower(problem, scheme, op.prim_func(host.lanes)).sch.mod,
                 lower(problem, scheme, op.prim_func(host.lanes), read_in_place=False).sch.mod):
         got, ref = run(op, mod, host.target())  # tvm.compile: the pass is in TVM's pipeline

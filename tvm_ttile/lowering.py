@@ -371,7 +371,7 @@ WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
           prefetch: int | None = None, zero_start: bool = True, vector_init: bool = False,
           skip_dead_init: bool = True, vector_copy: bool = False, copy_at: str | None = None,
-          read_in_place: bool = True) -> Lowered:
+          read_in_place: bool = True, border: str = "guard") -> Lowered:
     """Apply `scheme` to `func` (a PrimFunc such as Conv2d.prim_func(lanes), an IRModule, or a Schedule
     of one, e.g. MetaSchedule's, so that the trace records every step). With `prepack`, weights the function
     marks layout-free, or copies anyway, are packed (pack_weights). `prefetch`: reduction steps ahead at which
@@ -385,7 +385,10 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: INPUT_COPY_AT_IN_PLACE's or
     INPUT_COPY_AT's place for the operator, whichever copies less). `read_in_place`: the copy is marked so that,
     at build time, the tiles whose window lies inside the input skip it and read the input itself
-    (read_in_place.py)."""
+    (read_in_place.py); `border`: what the other tiles do, "guard" (read the input too, each load guarded by the
+    copy's condition) or "copy" (copy their window)."""
+    if border not in BORDERS:
+        raise TTileError(f"border={border!r}: one of {', '.join(map(repr, BORDERS))}")
     if copy_at is not None and copy_at not in COPY_AT:
         raise TTileError(f"copy_at={copy_at!r}: one of {', '.join(map(repr, COPY_AT))}")
     scheme.validate(problem.size, problem.lanes, problem.reuse, REDUCTION[problem.op])
@@ -481,20 +484,23 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     notes += _epilogue(sch, block, outer, red_dims, keys)
     if copy_at is None:
         copy_at = INPUT_COPY_AT[op]
-        if read_in_place and INPUT_COPY_AT_IN_PLACE[op] != copy_at:
+        if read_in_place and border == "guard" and not problem.vector_pad:
+            # No tile copies then: per region, so that the most tiles read unguarded.
+            copy_at = INPUT_COPY_AT_IN_PLACE[op]
+        elif read_in_place and INPUT_COPY_AT_IN_PLACE[op] != copy_at:
             # Per region where that copies fewer elements, the regions inside the input skipping theirs: where
             # few are inside (a tile as wide as the row, a reduction tile loop above the copy), each would copy
             # its window, halo included, again (0.79x the copy at k on a 7x7x960 best).
             copied = {}
             for at in (copy_at, INPUT_COPY_AT_IN_PLACE[op]):
                 trial = sch.copy()
-                _input_copy_per_tile(trial, block, outer[npar:], keys[npar:], 0, at, True)
+                _input_copy_per_tile(trial, block, outer[npar:], keys[npar:], 0, at, BORDERS["copy"])
                 copied[at] = in_place_reads.copied_elements(trial.mod["main"])
             if None not in copied.values() and copied[INPUT_COPY_AT_IN_PLACE[op]] < copied[copy_at]:
                 copy_at = INPUT_COPY_AT_IN_PLACE[op]
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at,
-                                      read_in_place)
+                                      BORDERS[border] if read_in_place else 0)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -530,12 +536,15 @@ INPUT_COPY_AT_IN_PLACE = {**INPUT_COPY_AT, "depthwise": "inner"}
 # dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one
 # copy per tensorized region: the least memory, the most halo copied again).
 COPY_AT = ("pass", "k", "h", "w", "inner")
+# What a tile whose window reaches the padding does with read_in_place (the copy's mark).
+BORDERS = {"guard": in_place_reads.GUARD, "copy": in_place_reads.COPY}
 
 
-def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str, in_place: bool = False) -> list:
+def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str, in_place: int = 0) -> list:
     """compute_at of the block's input copy under the innermost of `loops` over `copy_at` (a dimension, or
     "inner": the innermost of them); none there: left as a pass. With `lanes`, the copy's innermost loop
-    (channels) is vectorized in whole vectors. With `in_place`, the copy is marked for read_in_place."""
+    (channels) is vectorized in whole vectors. With `in_place` (read_in_place.COPY or GUARD), the copy is marked
+    for read_in_place."""
     at = [lp for lp, (d, _) in zip(loops, keys) if copy_at in ("inner", d)]
     inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
     copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
@@ -543,14 +552,14 @@ def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str, in_p
         return []
     if not at:  # left as a pass (marked too: lower counts what each place copies, read_in_place.copied_elements)
         if in_place:
-            in_place_reads.mark(sch, copies[0])
+            in_place_reads.mark(sch, copies[0], in_place)
         return []
     try:
         sch.compute_at(copies[0], at[-1], preserve_unit_loops=True)
     except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
         return [f"input copy {sch.get(copies[0]).name_hint} left as a separate pass: {str(e).splitlines()[0]}"]
     if in_place:
-        in_place_reads.mark(sch, copies[0])
+        in_place_reads.mark(sch, copies[0], in_place)
     inner = sch.get_loops(copies[0])[-1]
     extent = sch.get(inner).extent
     if lanes and isinstance(extent, tvm.tirx.IntImm) and int(extent) % lanes == 0:

@@ -14,7 +14,12 @@ what follows it in its loop body become
                                                      same tiles of the input (match_buffer regions shifted)
     else:                                            the copy, then the calls as scheduled
 
-The condition is evaluated once per tile, never inside a microkernel. A copy this cannot prove safe to skip (a
+The condition is evaluated once per tile, never inside a microkernel. A copy marked GUARD (lowering's default)
+skips the copy on the border too: there the calls read the input with each load guarded by the copy's own
+condition (a load of the padding is a zero vector), so a row whose every tile touches the padding (a 7-wide
+output row, one microkernel wide) still reads in place. The guards are scalar (rows and columns; channels must be
+whole vectors, proven for the tile), most fold away (a column outside the input is a constant), and what is left
+is a compare per window row that LLVM hoists out of the unrolled columns. A copy this cannot prove safe to skip (a
 reader that loads it outside a tensorized call, a copy that is not an element-wise padding of one buffer) is left
 as scheduled. A function built in a process that never imported tvm_ttile is correct, only slower: the mark is
 inert there.
@@ -29,11 +34,12 @@ from tvm.sym import IntervalSet
 from tvm.sym.analyzer import Analyzer
 
 ANNOTATION = "tvm_ttile.read_in_place"
+COPY, GUARD = 1, 2  # the mark's values: what border tiles do (copy their window, or read the input guarded)
 
 
-def mark(sch, copy_block) -> None:
-    """Mark a copy made per tile so that `apply` lets interior tiles skip it."""
-    sch.annotate(copy_block, ANNOTATION, 1)
+def mark(sch, copy_block, border: int = GUARD) -> None:
+    """Mark a copy made per tile so that `apply` lets interior tiles skip it, and border tiles too with GUARD."""
+    sch.annotate(copy_block, ANNOTATION, border)
 
 
 def apply(mod):
@@ -151,19 +157,54 @@ def _conjuncts(cond) -> list:
 
 
 def _rewrite_site(copy_item, rest):
-    """IfThenElse(interior, rest reading the source in place, [copy] + rest), or None where that is not safe."""
+    """IfThenElse(interior, rest reading the source in place, border), border being rest reading the source
+    with guarded loads (GUARD) or [copy] + rest; None where neither is safe."""
     found = _interior(copy_item)
     if not rest or found is None:
         return None
     interior, dst, src, offsets = found
+    border = _guarded(copy_item, rest, found)
+    if isinstance(interior, tirx.IntImm) and not interior.value:
+        return border  # never inside the input: guarded throughout, or the copy stays
     in_place = [_read_source(s, dst, src, offsets) for s in rest]
     if any(s is None for s in in_place):
         return None
-    scheduled = tirx.SeqStmt([_unmarked(copy_item), *rest])  # unmarked: applying the rewrite again changes nothing
+    if border is None:  # unmarked: applying the rewrite again changes nothing
+        border = tirx.SeqStmt([_unmarked(copy_item), *rest])
     then = _seq(in_place)
     if isinstance(interior, tirx.IntImm):
         return then  # always inside (a function whose padding this copy's tiles never reach)
-    return tirx.IfThenElse(interior, then, scheduled)
+    return tirx.IfThenElse(interior, then, border)
+
+
+def _guarded(copy_item, rest, found):
+    """`rest` reading the source with guarded loads where the copy is marked GUARD and every load can be
+    guarded; else None."""
+    if not rest or int(_copy_of(copy_item)[1].block.annotations[ANNOTATION]) != GUARD:
+        return None
+    guard = _guard_of(copy_item)
+    if guard is None:
+        return None
+    _, dst, src, offsets = found
+    guarded = [_read_source(s, dst, src, offsets, guard) for s in rest]
+    return None if any(s is None for s in guarded) else _seq(guarded)
+
+
+def _guard_of(copy_item):
+    """(conjuncts, copy block's variables, vector dimension's index): the copy's condition, split, for guarding
+    loads of its destination; None where a conjunct is not a comparison."""
+    realize = _copy_of(copy_item)[1]
+    store = realize.block.body
+    value = store.value
+    ivars = [iv.var for iv in realize.block.iter_vars]
+    conjuncts = _conjuncts(value.args[0])
+    for si, di in zip(value.args[1].indices, store.indices):
+        if isinstance(si, tirx.Min) and si.a.same_as(di):  # channels padded to whole vectors: min(c, C - 1)
+            conjuncts.append(tirx.LE(si.a, si.b))
+    if not all(isinstance(c, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)) for c in conjuncts):
+        return None
+    dims = [next(i for i, v in enumerate(ivars) if v.same_as(di)) for di in store.indices]
+    return conjuncts, [ivars[d] for d in dims]
 
 
 def _interior(copy_item):
@@ -210,18 +251,17 @@ def _interior(copy_item):
             return None
         checks.append(worst < 0 if isinstance(c, tirx.LT) else worst <= 0)
     interior = analyzer.simplify(tirx.all(*checks)) if checks else tirx.const(True, "bool")
-    if isinstance(interior, tirx.IntImm) and not interior.value:
-        return None  # never inside the input: the copy stays
-    return interior, dst, src, offsets
+    return interior, dst, src, offsets  # (interior False: never inside the input)
 
 
 def copied_elements(func, limit: int = 1 << 22):
     """Elements the marked copies of `func` (scheduled, tensorized or not) still copy once the iterations whose
     window lies inside the source skip them: per copy, its size times the iterations of the loops around it
     that are not inside, counted by evaluating the condition over those loops (numpy, at most `limit` points;
-    None beyond, or where a condition cannot be evaluated)."""
+    None beyond, or where a condition cannot be evaluated). A copy whose border tiles read guarded copies
+    nothing."""
     total = 0
-    for loops, item in _sites(func.body):
+    for loops, item, rest in _sites(func.body):
         size = 1
         for lp in _copy_of(item)[0]:
             size *= int(lp.extent)
@@ -229,6 +269,8 @@ def copied_elements(func, limit: int = 1 << 22):
         for lp in loops:
             iterations *= int(lp.extent)
         found = _interior(item)
+        if found is not None and _guarded(item, rest, found) is not None:
+            continue
         inside = 0
         if found is not None:
             interior = found[0]
@@ -253,15 +295,15 @@ def copied_elements(func, limit: int = 1 << 22):
 
 
 def _sites(stmt, loops=()):
-    """(enclosing loops, copy item) of every marked copy under `stmt`."""
+    """(enclosing loops, copy item, the statements after it) of every marked copy under `stmt`."""
     if isinstance(stmt, tirx.SeqStmt):
         out = []
-        for x in stmt.seq:
-            out += [(loops, x)] if _copy_of(x) is not None else _sites(x, loops)
+        for i, x in enumerate(stmt.seq):
+            out += [(loops, x, list(stmt.seq[i + 1:]))] if _copy_of(x) is not None else _sites(x, loops)
         return out
     if isinstance(stmt, tirx.For):
         if _copy_of(stmt) is not None:
-            return [(loops, stmt)]
+            return [(loops, stmt, [])]
         return _sites(stmt.body, loops + (stmt,))
     if isinstance(stmt, tvm.s_tir.SBlockRealize):
         return _sites(stmt.block.body, loops)
@@ -299,19 +341,20 @@ def _region_in_source(region, dst, src, offsets):
                                    for r, off in zip(region.region, offsets)])
 
 
-def _read_source(stmt, dst, src, offsets):
-    """`stmt` with every tensorized block's tile of `dst` taken from `src` instead; None if something reads
-    `dst` another way (a load outside a match_buffer)."""
+def _read_source(stmt, dst, src, offsets, guard=None):
+    """`stmt` with every tensorized block's tile of `dst` taken from `src` instead, its loads guarded by
+    `guard` (_guard_of) if given; None if something reads `dst` another way (a load outside a match_buffer), or
+    a guard cannot be made."""
     if isinstance(stmt, tirx.SeqStmt):
-        items = [_read_source(s, dst, src, offsets) for s in stmt.seq]
+        items = [_read_source(s, dst, src, offsets, guard) for s in stmt.seq]
         return None if any(s is None for s in items) else _seq(items)
     if isinstance(stmt, tirx.For):
-        body = _read_source(stmt.body, dst, src, offsets)
+        body = _read_source(stmt.body, dst, src, offsets, guard)
         return body and tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
                                  stmt.annotations)
     if isinstance(stmt, tirx.IfThenElse):
-        then = _read_source(stmt.then_case, dst, src, offsets)
-        other = stmt.else_case and _read_source(stmt.else_case, dst, src, offsets)
+        then = _read_source(stmt.then_case, dst, src, offsets, guard)
+        other = stmt.else_case and _read_source(stmt.else_case, dst, src, offsets, guard)
         if then is None or (stmt.else_case is not None and other is None):
             return None
         return tirx.IfThenElse(stmt.condition, then, other)
@@ -319,7 +362,7 @@ def _read_source(stmt, dst, src, offsets):
         b = stmt.block
         matched = any(m.source.source.same_as(dst) for m in b.match_buffers)
         # A tensorized block reads its tile through match_buffer; any other block is looked into.
-        body = b.body if matched else _read_source(b.body, dst, src, offsets)
+        body = b.body if matched else _read_source(b.body, dst, src, offsets, guard)
         if body is None:
             return None
         # The repeated block's match buffers get variables of their own (strides, offset: bound to the source
@@ -327,6 +370,11 @@ def _read_source(stmt, dst, src, offsets):
         fresh = {m.buffer: _fresh_buffer(m.buffer) for m in b.match_buffers}
         body = tvm_ffi.structural_map(body, [(tirx.Buffer, lambda x: next(
             (n for o, n in fresh.items() if o.same_as(x)), x))], order="pre")
+        if guard is not None and matched:
+            body = _guard_loads(body, b, [(fresh[m.buffer], m.source) for m in b.match_buffers
+                                          if m.source.source.same_as(dst)], guard)
+            if body is None:
+                return None
         block = tvm.s_tir.SBlock(
             b.iter_vars, [_region_in_source(r, dst, src, offsets) for r in b.reads], b.writes, b.name_hint, body,
             b.init, b.alloc_buffers,
@@ -336,6 +384,67 @@ def _read_source(stmt, dst, src, offsets):
     if _reads_buffer(stmt, dst):
         return None
     return stmt
+
+
+def _guard_loads(body, block, views, guard):
+    """`body` (a tensorized block's) with each load of a view of the copy's destination (views: (buffer,
+    destination region) pairs) replaced by if_then_else(the copy's condition at that element, load, 0); None
+    where a condition on the vector dimension is not true over the whole vector."""
+    conjuncts, dim_vars = guard
+    analyzer = Analyzer()
+    for iv in block.iter_vars:
+        analyzer.bind(iv.var, iv.dom)
+
+    def bind_loop(loop):
+        analyzer.bind(loop.loop_var, tvm.ir.Range.from_min_extent(loop.min, loop.extent))
+        return loop
+
+    tvm_ffi.structural_map(body, [(tirx.For, bind_loop)], order="pre")
+
+    def at(cond, index):  # the condition at destination element `index`
+        return analyzer.simplify(tvm_ffi.structural_map(cond, [(tirx.Var, lambda v: next(
+            (i for u, i in zip(dim_vars, index) if u.same_as(v)), v))]))
+
+    failed = []  # (an exception would not cross the FFI callback)
+
+    def guarded(load):
+        view = next((r for buf, r in views if buf.same_as(load.source)), None)
+        if view is None or failed:
+            return load
+        if len(load.indices) != len(view.region):
+            failed.append(load)
+            return load
+        base = [r.min + i for r, i in zip(view.region, load.indices)]
+        ramps = [i for i, x in enumerate(load.indices) if isinstance(x, tirx.Ramp)]
+        conds = []
+        for c in conjuncts:
+            used = tirx.analysis.undefined_vars(c, [])
+            if any(any(v.same_as(dim_vars[d]) for v in used) for d in ramps):
+                # a vector's lanes: the comparison is linear, so true at both ends is true throughout
+                for end in (0, 1):
+                    index = [r.min + (x.base + x.stride * (int(x.lanes) - 1) * end if d in ramps else x)
+                             for d, (r, x) in enumerate(zip(view.region, load.indices))]
+                    if not analyzer.can_prove(at(c, index)):
+                        failed.append(load)
+                        return load
+                continue
+            c = at(c, base)
+            if isinstance(c, tirx.IntImm):
+                if not c.value:  # wholly in the padding
+                    return _zero(load)
+                continue
+            conds.append(c)
+        return tirx.if_then_else(tirx.all(*conds), load, _zero(load)) if conds else load
+
+    body = tvm_ffi.structural_map(body, [(tvm.ir.expr.TensorLoad, guarded)])
+    return None if failed else body
+
+
+def _zero(load):
+    ty = str(load.ty)
+    scalar, _, lanes = ty.partition("x")
+    zero = tirx.const(0, scalar)
+    return tirx.Broadcast(zero, int(lanes)) if lanes else zero
 
 
 def _fresh_buffer(buf):
