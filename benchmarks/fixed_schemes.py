@@ -28,7 +28,8 @@ from compare_run import add_output_args, operator_of, read_run, render_only
 VARIANTS = {"as-is": {}, "vector-init": {"vector_init": True, "skip_dead_init": False},
             "init-kept": {"skip_dead_init": False}, "skip-init": {"skip_dead_init": True}, "loaded": {"zero_start": False},
             **{f"copy-{at}": {"copy_at": at} for at in ("pass", "k", "h", "w", "inner")},
-            "copied": {"read_in_place": False}}  # every tile copies its input window (no in-place reads)
+            "copied": {"read_in_place": False},  # every tile copies its input window (no in-place reads)
+            "border-copy": {"border": "copy"}}  # in place inside the input, border tiles copy their window
 
 
 def main():
