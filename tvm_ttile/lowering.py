@@ -485,7 +485,6 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     if copy_at is None:
         copy_at = INPUT_COPY_AT[op]
         if read_in_place and border == "guard" and not problem.vector_pad:
-            # No tile copies then: per region, so that the most tiles read unguarded.
             copy_at = INPUT_COPY_AT_IN_PLACE[op]
         elif read_in_place and INPUT_COPY_AT_IN_PLACE[op] != copy_at:
             # Per region where that copies fewer elements, the regions inside the input skipping theirs: where
@@ -530,7 +529,8 @@ INPUT_COPY_AT = {"conv2d": "pass", "matmul": "pass", "depthwise": "k"}
 # ... and where, when tiles inside the input read it in place (read_in_place): per tensorized region, so that only
 # the tiles on the border copy, each its own window (per channel tile a copy often spans the whole height and is
 # never inside), where that copies fewer elements (lower). The 10 MobileNet-v2 depthwise bests on the Zen 3: 1.23x
-# their speed copied per channel tile, 1.00-1.50x (benchmarks/results/mobilenet_v2_zen3/NOTES.md).
+# their speed copied per channel tile, 1.00-1.50x (benchmarks/results/mobilenet_v2_zen3/NOTES.md). With guarded
+# border reads (channels whole vectors) nothing is copied: per region, so that the most tiles read unguarded.
 INPUT_COPY_AT_IN_PLACE = {**INPUT_COPY_AT, "depthwise": "inner"}
 # Where the copy can go: a pass over the whole input before the operator, under the innermost tile loop over a
 # dimension (the copy then covers what the loops below it read), or under the innermost tile loop of all (one
