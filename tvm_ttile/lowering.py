@@ -383,7 +383,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     at any thread count. `vector_copy`: a depthwise tile's input copy (INPUT_COPY_AT) moves whole vectors of
     channels (its innermost loop split by the lanes and vectorized) instead of what LLVM makes of the padded
     copy's conditional loads. `copy_at`: where that copy is made (COPY_AT; None: INPUT_COPY_AT_IN_PLACE's or
-    INPUT_COPY_AT's place for the operator, whichever copies less). `read_in_place`: the copy is marked so that,
+    INPUT_COPY_AT's place for the operator, whichever copies less; with guarded borders, which copy nothing,
+    INPUT_COPY_AT_IN_PLACE's). `read_in_place`: the copy is marked so that,
     at build time, the tiles whose window lies inside the input skip it and read the input itself
     (read_in_place.py); `border`: what the other tiles do, "guard" (read the input too, each load guarded by the
     copy's condition) or "copy" (copy their window)."""

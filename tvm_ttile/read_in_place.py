@@ -191,8 +191,8 @@ def _guarded(copy_item, rest, found):
 
 
 def _guard_of(copy_item):
-    """(conjuncts, copy block's variables, vector dimension's index): the copy's condition, split, for guarding
-    loads of its destination; None where a conjunct is not a comparison."""
+    """(conjuncts, the copy block's variable of each destination dimension): the copy's condition, split, for
+    guarding loads of its destination; None where a conjunct is not a comparison."""
     realize = _copy_of(copy_item)[1]
     store = realize.block.body
     value = store.value
