@@ -190,17 +190,24 @@ def _guarded(copy_item, rest, found):
     return None if any(s is None for s in guarded) else _seq(guarded)
 
 
+def _conditions(store) -> list:
+    """A padding copy's condition (store = if_then_else(cond, load, 0)) as conjuncts; channels padded to whole
+    vectors, read as min(c, C - 1), add c <= C - 1."""
+    value = store.value
+    out = _conjuncts(value.args[0])
+    for si, di in zip(value.args[1].indices, store.indices):
+        if isinstance(si, tirx.Min) and si.a.same_as(di):
+            out.append(tirx.LE(si.a, si.b))
+    return out
+
+
 def _guard_of(copy_item):
     """(conjuncts, the copy block's variable of each destination dimension): the copy's condition, split, for
     guarding loads of its destination; None where a conjunct is not a comparison."""
     realize = _copy_of(copy_item)[1]
     store = realize.block.body
-    value = store.value
     ivars = [iv.var for iv in realize.block.iter_vars]
-    conjuncts = _conjuncts(value.args[0])
-    for si, di in zip(value.args[1].indices, store.indices):
-        if isinstance(si, tirx.Min) and si.a.same_as(di):  # channels padded to whole vectors: min(c, C - 1)
-            conjuncts.append(tirx.LE(si.a, si.b))
+    conjuncts = _conditions(store)
     if not all(isinstance(c, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)) for c in conjuncts):
         return None
     dims = [next(i for i, v in enumerate(ivars) if v.same_as(di)) for di in store.indices]
@@ -219,7 +226,7 @@ def _interior(copy_item):
     value = store.value
     if not value.op.name.endswith(".if_then_else") or not isinstance(value.args[1], tvm.ir.expr.TensorLoad):
         return None
-    cond, load = value.args[0], value.args[1]
+    load = value.args[1]
     dst, src = store.buffer, load.source
     ivars = [iv.var for iv in block.iter_vars]
     if len(store.indices) != len(load.indices) or not all(
@@ -227,10 +234,9 @@ def _interior(copy_item):
         return None
     analyzer = Analyzer()
     # Per dimension: source index = destination index + offset, the offset free of the copy's own variables.
-    offsets, extra = [], []
+    offsets = []
     for di, si in zip(store.indices, load.indices):
-        if isinstance(si, tirx.Min) and si.a.same_as(di):  # channels padded to whole vectors: min(c, C - 1)
-            extra.append(tirx.LE(si.a, si.b))
+        if isinstance(si, tirx.Min) and si.a.same_as(di):  # channels padded to whole vectors (_conditions)
             si = si.a
         off = analyzer.simplify(si - di)
         if any(any(v.same_as(u) for u in ivars) for v in tirx.analysis.undefined_vars(off, [])):
@@ -241,7 +247,7 @@ def _interior(copy_item):
         analyzer.bind(iv, bound)
     dom = {lp.loop_var: IntervalSet(lp.min, lp.min + lp.extent - 1) for lp in loops}
     checks = []
-    for c in _conjuncts(cond) + extra:
+    for c in _conditions(store):
         if isinstance(c, (tirx.GT, tirx.GE)):
             c = (tirx.LT if isinstance(c, tirx.GT) else tirx.LE)(c.b, c.a)
         if not isinstance(c, (tirx.LT, tirx.LE)):
