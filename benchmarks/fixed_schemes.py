@@ -3,11 +3,12 @@ tuners found and with libraries: is a gap the search's (a scheme in the space ma
 lowering's (the same tiling stays slower)? Each scheme is lowered as tvm_ttile lowers it, checked against numpy,
 then everything is timed in this process, round-robin.
 
-    python benchmarks/fixed_schemes.py COMPARE_OUT --layer L --schemes "[...]" "[...]" \
+    python benchmarks/fixed_schemes.py COMPARE_OUT|- --layer L --schemes "[...]" "[...]" \
         [--variants as-is,vector-init,skip-init] [--systems template-random,tvm_ttile,numpy] [--in-place] \
         [--also-run OTHER_COMPARE_OUT] \
         [--threads N] [--rounds 7] [--out FILE]
 
+COMPARE_OUT `-`: no run; L a named layer (tvm-ttile tune's --layer), weights prepacked, --systems only libraries.
 `--variants`: each scheme lowered several ways (VARIANTS: lower()'s options). `--in-place`: the weights as an argument read where they lie (default: as the run had them, e.g. --prepack).
 `--threads N`: schemes lowered for N threads (a scheme without a Par level gets its outer loops parallelized,
 said in its notes), libraries run on N threads, % of the N-thread peak; a tuner's best is then read from its
@@ -29,12 +30,13 @@ VARIANTS = {"as-is": {}, "vector-init": {"vector_init": True, "skip_dead_init": 
             "init-kept": {"skip_dead_init": False}, "skip-init": {"skip_dead_init": True}, "loaded": {"zero_start": False},
             **{f"copy-{at}": {"copy_at": at} for at in ("pass", "k", "h", "w", "inner")},
             "copied": {"read_in_place": False},  # every tile copies its input window (no in-place reads)
-            "border-copy": {"border": "copy"}}  # in place inside the input, border tiles copy their window
+            "border-copy": {"border": "copy"},  # in place inside the input, border tiles copy their window
+            "copy-inner-border-copy": {"copy_at": "inner", "border": "copy"}}  # ... the copy per region
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("compare_out")
+    ap.add_argument("compare_out", help="a compare run's --out, or - (no run: --layer names a built-in layer)")
     ap.add_argument("--layer", required=True)
     ap.add_argument("--schemes", nargs="+", default=[], help="scheme texts, each lowered as tvm_ttile lowers it")
     ap.add_argument("--systems", default="", help="comma-separated: the run's tuners (their best, seed 0) and "
@@ -61,7 +63,8 @@ def main():
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
 
-    run = read_run(args.compare_out)
+    no_run = args.compare_out == "-"
+    run = {"prepack": True} if no_run else read_run(args.compare_out)
     op = operator_of(run, args.layer, prepack=False if args.in_place else None)
     prepack = op.prepack
     cpu = cpu_mod.detect_host()
@@ -71,6 +74,8 @@ def main():
     peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
     rows, timers = [], []
     systems = [s for s in args.systems.split(",") if s]
+    if no_run and (args.also_run or any(get_system(s).tunes for s in systems)):
+        sys.exit("without a compare run (-) there are no tuners' bests: --systems takes libraries only, no --also-run")
     run_layer = args.layer + ("-prepack" if run.get("prepack") else "")
     for out in [args.compare_out] + args.also_run:
         listed = systems if out == args.compare_out else [s for s in systems if get_system(s).tunes]
