@@ -1,5 +1,6 @@
 """Lowering: every sampled scheme's generated code matches numpy, on many seeded random small shapes
 (primes, strides, dilations, padding, C = 3, K and N not multiples of the vector lanes, Lambdas)."""
+import dataclasses
 import random
 
 import numpy as np
@@ -505,3 +506,36 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), text
     assert read_in_place.ANNOTATION not in lower(problem, scheme, op.prim_func(host.lanes),
                                                  read_in_place=False).sch.mod.script()
+
+
+def _conv_with_identity_copy(op):
+    """op's conv2d as TOPI writes it for an unpadded layer: a `pad_temp` stage copying the input unchanged."""
+    from tvm import te
+
+    inp = te.placeholder((op.N, op.H, op.W, op.C), "float32", name="I")
+    wgt = te.placeholder((op.R, op.S, op.C, op.K), "float32", name="W")
+    copy = te.compute(inp.shape, lambda *i: inp(*i), name="pad_temp")
+    r, s, c = (te.reduce_axis((0, n), name=x) for n, x in ((op.R, "r"), (op.S, "s"), (op.C, "c")))
+    out = te.compute(op.output_shape, lambda n, h, w, k: te.sum(
+        copy[n, h * op.stride + r, w * op.stride + s, c] * wgt[r, s, c, k], axis=[r, s, c]), name="conv2d_nhwc")
+    return te.create_prim_func([inp, wgt, out])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_copy_that_pads_nothing_is_inlined(host, seed):
+    """A padding stage that pads nothing (TOPI's, for 1x1 or unpadded layers of Relax networks) is inlined: the
+    convolution reads its input where it lies, no pass copies it, and drawn schemes of odd shapes match numpy. A
+    stage that does pad stays."""
+    rng = random.Random(6100 + seed)
+    op = Conv2d(K=rng.choice([host.lanes, 2 * host.lanes]), C=rng.choice([3, 5, 16]), H=rng.choice([7, 11, 13]),
+                W=rng.choice([7, 9, 13]), R=rng.choice([1, 3]), S=1, stride=rng.choice([1, 2]))
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    for scheme in make_sampler("ttile", seed=seed).sample_many(Space(problem, conv_kept(host.isa.name, host.lanes)), 2):
+        lowered = lower(problem, scheme, _conv_with_identity_copy(op))
+        assert "pad_temp" not in lowered.sch.mod.script(), scheme.text
+        got, ref = run(op, lowered.sch.mod, host.target())
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+    padded = dataclasses.replace(op, pad=1)
+    problem = Problem.from_operator(padded, host.lanes, host.isa.name)
+    scheme = make_sampler("ttile", seed=seed).sample_many(Space(problem, conv_kept(host.isa.name, host.lanes)), 1)[0]
+    assert "pad_temp" in lower(problem, scheme, padded.prim_func(host.lanes)).sch.mod.script()

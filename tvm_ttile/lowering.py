@@ -15,6 +15,7 @@ import re
 
 import tvm
 from tvm.s_tir import TensorIntrin
+from tvm.sym.analyzer import Analyzer
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
@@ -24,7 +25,7 @@ from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, LAYOUTS, ONE_D_LAYOUTS, _product, canonicalize, recognize
+from .recognize import CANONICAL, LAYOUTS, LOADS, ONE_D_LAYOUTS, _product, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -396,6 +397,7 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
     block = canonicalize(sch, contraction)
+    inline_identity_copies(sch, block)
     one_d = contraction.one_d  # a conv2d of height 1 over 3-d buffers: its intrinsics' variant
     text, notes = scheme.text, []
     if scheme.pads:  # the copies first; the loops then tile the padded problem
@@ -518,6 +520,35 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
     sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, text)
     return Lowered(sch, [name] + ([no_init] if no_init else []), notes)
+
+
+def inline_identity_copies(sch, block) -> int:
+    """Inline every producer of `block` that copies a buffer element for element into one of the same shape:
+    TOPI's conv2d writes its padding stage even when nothing is padded (every 1x1 or unpadded conv2d of a Relax
+    network), a pass over the whole input before the convolution; a stride-2 1x1 layer reads a quarter of it.
+    Inlined, the contraction reads the buffer itself. Returns how many were inlined."""
+    inlined = 0
+    for producer in sch.get_producers(block):
+        if _is_identity_copy(sch.get(producer)):
+            sch.compute_inline(producer)
+            inlined += 1
+    return inlined
+
+
+def _is_identity_copy(stmt) -> bool:
+    """Whether block `stmt` is `dst[v0, .., vn] = src[v0, .., vn]` over all of dst, src of dst's shape."""
+    body = stmt.body
+    if stmt.init is not None or type(body).__name__ != "BufferStore" or type(body.value).__name__ not in LOADS:
+        return False
+    ivs = stmt.iter_vars
+    src, dst = body.value.source, body.buffer  # (a TensorLoad's source: the buffer it reads)
+    if len(ivs) != len(dst.shape) or len(src.shape) != len(dst.shape) or \
+            any(iv.iter_type != tvm.tirx.IterVar.DataPar for iv in ivs):
+        return False
+    same = Analyzer().can_prove_equal
+    return all(idx.same_as(iv.var) and load.same_as(iv.var) and same(iv.dom.min, 0) and same(iv.dom.extent, n)
+               and same(n, m) for idx, load, iv, n, m in zip(body.indices, body.value.indices, ivs, dst.shape,
+                                                             src.shape))
 
 
 SCHEME_ANNOTATION = "tvm_ttile.scheme"
