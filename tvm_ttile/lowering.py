@@ -397,9 +397,9 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(func)
     contraction = recognize(sch)
     block = canonicalize(sch, contraction)
-    inline_identity_copies(sch, block)
+    notes = inline_identity_copies(sch, block)
     one_d = contraction.one_d  # a conv2d of height 1 over 3-d buffers: its intrinsics' variant
-    text, notes = scheme.text, []
+    text = scheme.text
     if scheme.pads:  # the copies first; the loops then tile the padded problem
         notes += pad(sch, block, problem, scheme.padding)
         problem, scheme = problem.padded(scheme.padding), scheme.unpadded
@@ -522,17 +522,20 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     return Lowered(sch, [name] + ([no_init] if no_init else []), notes)
 
 
-def inline_identity_copies(sch, block) -> int:
+def inline_identity_copies(sch, block) -> list:
     """Inline every producer of `block` that copies a buffer element for element into one of the same shape:
     TOPI's conv2d writes its padding stage even when nothing is padded (every 1x1 or unpadded conv2d of a Relax
     network), a pass over the whole input before the convolution; a stride-2 1x1 layer reads a quarter of it.
-    Inlined, the contraction reads the buffer itself. Returns how many were inlined."""
-    inlined = 0
+    Inlined, the contraction reads the buffer itself. Returns notes on copies TVM would not inline (kept)."""
+    notes = []
     for producer in sch.get_producers(block):
         if _is_identity_copy(sch.get(producer)):
-            sch.compute_inline(producer)
-            inlined += 1
-    return inlined
+            name = sch.get(producer).name_hint
+            try:
+                sch.compute_inline(producer)
+            except Exception as e:  # noqa: BLE001 - schedule errors; the copy stays a pass, said in the notes
+                notes.append(f"copy {name} (it pads nothing) kept as a pass: {str(e).splitlines()[0]}")
+    return notes
 
 
 def _is_identity_copy(stmt) -> bool:
