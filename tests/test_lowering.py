@@ -539,3 +539,34 @@ def test_a_copy_that_pads_nothing_is_inlined(host, seed):
     problem = Problem.from_operator(padded, host.lanes, host.isa.name)
     scheme = make_sampler("ttile", seed=seed).sample_many(Space(problem, conv_kept(host.isa.name, host.lanes)), 1)[0]
     assert "pad_temp" in lower(problem, scheme, padded.prim_func(host.lanes)).sch.mod.script()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_in_place_schemes_are_correct(host, seed):
+    """InPlace: a conv2d's padded input read where it lies, border tiles guarding their loads or copying their
+    window, instead of padded in a pass. Drawn schemes of random padded shapes (odd and prime sizes, strides,
+    dilations) match numpy both ways and with the pass; guarded borders copy nothing, bordered copies copy
+    something, the pass is not marked for in-place reads; a matmul refuses InPlace in one line."""
+    from tvm_ttile import read_in_place
+    from tvm_ttile.errors import TTileError
+
+    rng = random.Random(5300 + seed)
+    op = random_conv(rng, host.lanes)
+    while not any(op.pads):
+        op = random_conv(rng, host.lanes)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    assert problem.halo and problem_of(op.prim_func(host.lanes), host.isa.name, host.lanes).halo
+    drawn = make_sampler("ttile", seed=seed, in_place=1.0).sample_many(Space(problem, conv_kept(host.isa.name,
+                                                                                                  host.lanes)), 2)
+    for scheme in [drawn[0].with_in_place(b) for b in ("guard", "copy", "")] + drawn[1:]:
+        mod = lower(problem, scheme, op.prim_func(host.lanes)).sch.mod
+        assert (read_in_place.ANNOTATION in mod.script()) == bool(scheme.in_place), scheme.text
+        copied = read_in_place.copied_elements(mod["main"])
+        assert copied is None or (copied == 0) == (scheme.in_place != "copy"), (scheme.text, copied)
+        got, ref = run(op, mod, host.target())
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
+    mm = Matmul(M=7, N=host.lanes, K=16)
+    mm_problem = Problem.from_operator(mm, host.lanes, host.isa.name)
+    scheme = make_sampler("ttile", seed=0).sample(Space(mm_problem, matmul_kept(host.isa.name, host.lanes)))
+    with pytest.raises(TTileError, match="InPlace reads a convolution's padded input; matmul has none"):
+        lower(mm_problem, scheme.with_in_place("guard"), mm.prim_func(host.lanes))

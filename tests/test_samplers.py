@@ -90,7 +90,8 @@ def test_options_and_names_are_checked():
     with pytest.raises(TTileError, match="no option"):
         make_sampler("ttile", depth=3)
     assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any",
-                                                                  "pad": 0.5, "fold_reuse": False}
+                                                                  "pad": 0.5, "in_place": 0.5,
+                                                                  "fold_reuse": False}
 
 
 def test_ordered_factorizations():
@@ -206,3 +207,28 @@ def test_padding_is_drawn_as_a_share(sampler):
     assert friendly.padding == {}
     assert ([s.text for s in make_sampler(sampler, seed=4, pad=1.0).sample_many(friendly, 10)]
             == [s.text for s in make_sampler(sampler, seed=4, pad=0.0).sample_many(friendly, 10)])
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_in_place_is_drawn_as_a_share(sampler):
+    """A conv2d whose input is padded reads it in place (InPlace, each border drawn) in a share `in_place` of the
+    draws; a conv2d without padding and a matmul draw exactly what they drew before (no random number spent)."""
+    sp = space("conv")
+    assert sp.problem.halo and sp.problem.in_place_borders == ("guard", "copy")
+    if not make_sampler(sampler).choices(sp):
+        pytest.skip(f"{sampler} has nothing to draw")
+    never = make_sampler(sampler, seed=3, in_place=0.0).sample_many(sp, 20)
+    always = make_sampler(sampler, seed=3, in_place=1.0).sample_many(sp, 30)
+    some = make_sampler(sampler, seed=3).sample_many(sp, 40)
+    assert not any(s.in_place for s in never)
+    assert {s.in_place for s in always} == {"guard", "copy"}
+    assert any(s.in_place for s in some) and any(not s.in_place for s in some)
+    for s in always:
+        s.validate(sp.problem.size, sp.problem.lanes, sp.problem.reuse)
+    unpadded = Space(Problem.from_operator(Conv2d(K=32, C=24, H=34, W=17, R=1, S=1), 8, "avx2"), conv_kept("avx2", 8))
+    assert not unpadded.problem.halo
+    for other in (unpadded, space("matmul")):
+        assert ([s.text for s in make_sampler(sampler, seed=4, in_place=1.0).sample_many(other, 10)]
+                == [s.text for s in make_sampler(sampler, seed=4, in_place=0.0).sample_many(other, 10)])
+    with pytest.raises(TTileError, match="'in_place' is a share"):
+        make_sampler(sampler, in_place=2.0)

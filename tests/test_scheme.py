@@ -52,7 +52,8 @@ def test_validation_errors_name_the_rule(text, message):
         Scheme.parse(text).validate({"h": 34, "k": 32, "c": 16}, lanes=16, reduction="c")
 
 
-@pytest.mark.parametrize("bad", ["T(4,h)", "[T(4,h)", "[T(x,h)]", "[Q(4,h)]", "[T(4,h)U(2,k)]", "[Lambda(h,[2,11])]"])
+@pytest.mark.parametrize("bad", ["T(4,h)", "[T(4,h)", "[T(x,h)]", "[Q(4,h)]", "[T(4,h)U(2,k)]", "[Lambda(h,[2,11])]",
+                                 "[InPlace(pass),T(4,h)]", "[InPlace(),T(4,h)]"])
 def test_unreadable_text(bad):
     with pytest.raises(SchemeError):
         Scheme.parse(bad)
@@ -82,8 +83,21 @@ def test_pad_specifiers_come_first_and_the_loops_tile_the_padded_sizes():
         s.unpadded.validate({"i": 37, "j": 16, "k": 521}, lanes=8, reduction="k")
 
 
+def test_in_place_comes_after_the_pads_and_survives_their_removal():
+    text = "[Pad(40,i),InPlace(copy),T(4,i),T(2,j),T(66,k),T(8,k),U(10,i),V(j)]"
+    s = Scheme.parse(text)
+    assert s.text == text and Scheme.parse(s.text) == s and s.in_place == "copy"
+    assert Scheme.parse("[InPlace(copy),Pad(40,i),T(4,i),T(2,j),T(66,k),T(8,k),U(10,i),V(j)]") == s  # canonical
+    assert s.unpadded.in_place == "copy" and s.unpadded.with_pads(s.padding) == s
+    assert s.with_in_place("").text == text.replace("InPlace(copy),", "")
+    assert Scheme.parse("[InPlace(guard),Par(2,h),T(2,h),U(2,k),V(k)]").per_core().text == \
+        "[InPlace(guard),T(2,h),U(2,k),V(k)]"
+
+
 @pytest.mark.parametrize("text,message", [
-    ("[T(4,i),Pad(40,i),T(66,k),U(10,i),V(j)]", "Pad specifiers come first"),
+    ("[T(4,i),Pad(40,i),T(66,k),U(10,i),V(j)]", "Pad and InPlace specifiers come first"),
+    ("[T(4,i),InPlace(guard),T(66,k),U(10,i),V(j)]", "Pad and InPlace specifiers come first"),
+    ("[InPlace(guard),InPlace(copy),T(4,i),T(66,k),U(10,i),V(j)]", "at most one InPlace"),
     ("[Pad(40,i),Pad(48,i),T(4,i),T(66,k),U(10,i),V(j)]", "one Pad per dimension"),
     ("[Pad(36,i),T(66,k),U(4,i),U(9,i),V(j)]", "to a larger size"),
     ("[Pad(40,x),T(66,k),U(4,i),U(10,i),V(j)]", "unknown dimension"),

@@ -204,14 +204,24 @@ def _split_scheme(scheme: Scheme):
 def problem_of(func, isa: str, lanes: int) -> Problem:
     """The Problem of a PrimFunc's contraction, recognized from its computation (recognize.py); TTileError
     with one line saying why when tvm_ttile cannot tune it."""
-    c = recognize(func)
+    sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(
+        func["main"] if isinstance(func, tvm.IRModule) else func)
+    c = recognize(sch)
     sizes = dict(c.extents)
     vector = sizes[FAMILIES[c.op]["vector"]]
     if vector % lanes:
         raise TTileError(f"the vectorized dimension ({vector}, the output's innermost) is not a multiple of {lanes} "
                          "lanes: build the function with vector_lanes= (operators.py) so that it is padded")
+    block = sch.get_sblock(c.block)
+    _, x, y = _product(sch.get(block).body.value)
+    halo = any(not _is_identity_copy(sch.get(p)) for p in _producers_of(sch, block, y if c.weights_first else x))
     return Problem(c.op, tuple((d, sizes[d]) for d in DIMS[c.op]), lanes, isa, c.stride, c.dilation,
-                   batch=c.batch_size)
+                   batch=c.batch_size, halo=halo)
+
+
+def _producers_of(sch, block, load) -> list:
+    """The blocks that write the buffer `load` (a load in `block`) reads."""
+    return [p for p in sch.get_producers(block) if any(w.source.same_as(load.source) for w in sch.get(p).writes)]
 
 
 def _loads(expr) -> list:
@@ -389,6 +399,10 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     at build time, the tiles whose window lies inside the input skip it and read the input itself
     (read_in_place.py); `border`: what the other tiles do, "guard" (read the input too, each load guarded by the
     copy's condition) or "copy" (copy their window)."""
+    if scheme.in_place:  # the scheme says where the input's padding goes (explicit copy_at= still wins)
+        if problem.op == "matmul":
+            raise TTileError(f"{scheme.text}: InPlace reads a convolution's padded input; {problem.op} has none")
+        copy_at, read_in_place, border = copy_at or "inner", True, scheme.in_place
     if border not in BORDERS:
         raise TTileError(f"border={border!r}: one of {', '.join(map(repr, BORDERS))}")
     if copy_at is not None and copy_at not in COPY_AT:
@@ -581,8 +595,8 @@ def _input_copy_per_tile(sch, block, loops, keys, lanes: int, copy_at: str, in_p
     (channels) is vectorized in whole vectors. With `in_place` (read_in_place.COPY or GUARD), the copy is marked
     for read_in_place."""
     at = [lp for lp, (d, _) in zip(loops, keys) if copy_at in ("inner", d)]
-    inp = _product(sch.get(block).body.value)[1]  # x of out + x * y: weights-first products are refused
-    copies = [p for p in sch.get_producers(block) if any(w.source.same_as(inp.source) for w in sch.get(p).writes)]
+    # x of out + x * y: canonicalize has put the input first
+    copies = _producers_of(sch, block, _product(sch.get(block).body.value)[1])
     if not copies:
         return []
     if not at:  # left as a pass (marked too: lower counts what each place copies, read_in_place.copied_elements)

@@ -12,6 +12,10 @@
     Pad(n, d)              d padded with zeros to n inside the function (the copies timed with it), so that the
                            specifiers that follow tile n instead of an awkward size: written first, kept apart
                            from the loop specifiers (`Scheme.pads`). 1009 rows as 1016: [Pad(1016,i),...].
+    InPlace(b)             a convolution's padded input read where it lies by the tiles whose window is inside it,
+                           instead of a padding pass over the whole input before the operator; the tiles on the
+                           border guard each load (b = guard) or copy their window (b = copy). Written after the
+                           Pads, before every loop specifier (`Scheme.in_place`).
 
 A scheme has one canonical text form; `Scheme.parse(s.text) == s`. Plain Python: no TVM here.
 """
@@ -105,6 +109,20 @@ class Pad:
         return f"Pad({self.n},{self.dim})"
 
 
+IN_PLACE_BORDERS = ("guard", "copy")
+
+
+@dataclasses.dataclass(frozen=True)
+class InPlace:
+    """The input's padding read in place (see the module's docstring); `border`: what the border tiles do."""
+
+    border: str
+
+    @property
+    def text(self):
+        return f"InPlace({self.border})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Lambda:
     dim: str
@@ -115,17 +133,19 @@ class Lambda:
         return f"Lambda({self.dim},[" + ",".join(f"({r},{a})" for r, a in self.parts) + "])"
 
 
-_ITEM = re.compile(r"(R|T|U|V|Par|Pad|P|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
+_ITEM = re.compile(r"(R|T|U|V|Par|Pad|P|InPlace|Lambda)\(([^()]*(?:\[[^\]]*\])?)\)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Scheme:
     specs: tuple  # the loop specifiers, outermost first
     pads: tuple = ()  # Pad specifiers: what the loops tile is the problem padded to these sizes
+    in_place: str = ""  # InPlace's border ("": the input's padding is a pass before the operator)
 
     @property
     def text(self) -> str:
-        return "[" + ",".join(s.text for s in self.pads + self.specs) + "]"
+        lead = self.pads + ((InPlace(self.in_place),) if self.in_place else ())
+        return "[" + ",".join(s.text for s in lead + self.specs) + "]"
 
     @property
     def padding(self) -> dict:
@@ -137,10 +157,14 @@ class Scheme:
 
     @property
     def unpadded(self) -> "Scheme":
-        return Scheme(self.specs)
+        return Scheme(self.specs, (), self.in_place)
 
     def with_pads(self, pads: dict) -> "Scheme":
-        return Scheme(self.specs, tuple(Pad(n, d) for d, n in sorted(pads.items())))
+        return Scheme(self.specs, tuple(Pad(n, d) for d, n in sorted(pads.items())), self.in_place)
+
+    def with_in_place(self, border: str) -> "Scheme":
+        """This scheme with the input read in place, `border` (IN_PLACE_BORDERS; "": a padding pass)."""
+        return Scheme(self.specs, self.pads, border)
 
     def __str__(self):
         return self.text
@@ -162,15 +186,18 @@ class Scheme:
                 if body[pos] != ",":
                     raise SchemeError(f"expected ',' at {body[pos:]!r} in {text!r}")
                 pos += 1
-        npad = 0
-        while npad < len(specs) and isinstance(specs[npad], Pad):
-            npad += 1
-        if any(isinstance(s, Pad) for s in specs[npad:]):
-            raise SchemeError(f"{text}: Pad specifiers come first, before every loop specifier")
-        pads = tuple(sorted(specs[:npad], key=lambda p: p.dim))
+        nlead = 0
+        while nlead < len(specs) and isinstance(specs[nlead], (Pad, InPlace)):
+            nlead += 1
+        if any(isinstance(s, (Pad, InPlace)) for s in specs[nlead:]):
+            raise SchemeError(f"{text}: Pad and InPlace specifiers come first, before every loop specifier")
+        pads = tuple(sorted((s for s in specs[:nlead] if isinstance(s, Pad)), key=lambda p: p.dim))
         if len({p.dim for p in pads}) < len(pads):
             raise SchemeError(f"{text}: at most one Pad per dimension")
-        return cls(tuple(specs[npad:]), pads)
+        in_place = [s.border for s in specs[:nlead] if isinstance(s, InPlace)]
+        if len(in_place) > 1:
+            raise SchemeError(f"{text}: at most one InPlace")
+        return cls(tuple(specs[nlead:]), pads, in_place[0] if in_place else "")
 
     # --- structure -----------------------------------------------------------------------------
     def lambda_spec(self):
@@ -214,6 +241,8 @@ class Scheme:
         specs = self.specs
         if not specs:
             raise SchemeError("empty scheme")
+        if self.in_place and self.in_place not in IN_PLACE_BORDERS:
+            raise SchemeError(f"{self.text}: InPlace takes one of {', '.join(IN_PLACE_BORDERS)}")
         for p in self.pads:
             if p.dim not in sizes:
                 raise SchemeError(f"{self.text}: unknown dimension {p.dim!r} in {p.text} (dimensions: {sorted(sizes)})")
@@ -293,7 +322,7 @@ class Scheme:
 
     def per_core(self) -> "Scheme":
         """The scheme each core runs on one chunk: everything below the parallel level."""
-        return Scheme(self.specs[len(self.parallel_levels):], self.pads)
+        return Scheme(self.specs[len(self.parallel_levels):], self.pads, self.in_place)
 
     def parallel_balance(self, threads: int, batch: int = 1) -> dict:
         """How the chunks share `threads`: kind "serial" (no Par level), "exact" (chunks == threads),
@@ -380,6 +409,10 @@ def _make(kind, args, text):
             return R(args)
         if kind == "V":
             return V(args)
+        if kind == "InPlace":
+            if args not in IN_PLACE_BORDERS:
+                raise ValueError
+            return InPlace(args)
         if kind == "Lambda":
             dim, _, rest = args.partition(",")
             pairs = re.findall(r"\((\d+),(\d+)\)", rest)

@@ -11,7 +11,7 @@ from functools import lru_cache
 from .errors import TTileError
 from .microkernels.catalog import classes_of
 from .microkernels.spec import FAMILIES, Microkernel
-from .scheme import LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
+from .scheme import IN_PLACE_BORDERS, LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
 DIMS = {"conv2d": ("n", "h", "w", "k", "c", "r", "s"), "matmul": ("i", "j", "k"),
@@ -48,6 +48,13 @@ class Problem:
     dilation: int = 1
     vector_pad: int = 0  # elements added along the vector dimension to reach whole vectors
     batch: int = 1  # independent instances above the scheme's loops (a batch matmul's batch dimensions)
+    halo: bool = False  # the function pads the input (a convolution's padding): where, a scheme's InPlace says
+
+    @property
+    def in_place_borders(self) -> tuple:
+        """The InPlace borders a scheme may choose: a conv2d whose input is padded may read it in place instead
+        of padding it in a pass (depthwise always reads in place, matmul pads nothing)."""
+        return IN_PLACE_BORDERS if self.op == "conv2d" and self.halo else ()
 
     @property
     def size(self) -> dict:
@@ -86,18 +93,18 @@ class Problem:
             sizes = {"n": operator.N, "h": 1, "w": operator.out_w, "k": kp, "c": operator.C // g, "r": 1,
                      "s": operator.S}
             return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation, kp - kg,
-                       batch=g)
+                       batch=g, halo=any(operator.pads))
         if isinstance(operator, Depthwise1d):  # a depthwise conv2d of height 1, as above
             cp = -(-operator.C // lanes) * lanes
             sizes = {"n": operator.N, "h": 1, "w": operator.out_w, "k": cp, "r": 1, "s": operator.S}
             return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       cp - operator.C)
+                       cp - operator.C, halo=any(operator.pads))
         if isinstance(operator, Depthwise):
             cp = -(-operator.C // lanes) * lanes
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": cp, "r": operator.R,
                      "s": operator.S}
             return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       cp - operator.C)
+                       cp - operator.C, halo=any(operator.pads))
         if isinstance(operator, Conv2d):  # a grouped one: one conv2d per group, the group a batch level
             g = operator.groups
             kg = operator.K // g
@@ -105,7 +112,7 @@ class Problem:
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.C // g,
                      "r": operator.R, "s": operator.S}
             return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       kp - kg, batch=g)
+                       kp - kg, batch=g, halo=any(operator.pads))
         if isinstance(operator, (Matmul, BatchMatmul)):
             np_ = -(-operator.N // lanes) * lanes
             return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.K)), lanes, isa,

@@ -18,6 +18,9 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                       "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
+                  "in_place": (0.5, "share of draws, for a conv2d whose input is padded, that read the input in "
+                                    "place (InPlace, its border tiles guarding their loads or copying their window, "
+                                    "even odds) instead of padding it in a pass (0: always the pass)"),
                   "fold_reuse": (False, "levels drawn right above the reuse loop on its dimension join it, so the "
                                         "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
                                         "measured level with the paper's draw: benchmarks/results/fold_reuse_zen5)")}
@@ -41,8 +44,9 @@ class Sampler:
         if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
             raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
                              f"got {self.options['parallel']!r}")
-        if not 0 <= self.options["pad"] <= 1:
-            raise TTileError(f"sampler option 'pad' is a share in [0, 1], got {self.options['pad']}")
+        for name in ("pad", "in_place"):
+            if not 0 <= self.options[name] <= 1:
+                raise TTileError(f"sampler option {name!r} is a share in [0, 1], got {self.options[name]}")
         self.seed = seed
         self.rng = random.Random(seed)
 
@@ -51,9 +55,20 @@ class Sampler:
         return space.choices
 
     def sample(self, space: Space) -> Scheme:
-        """A scheme: first the padding of the problem's awkward dimensions (draw_padding), then the loops."""
+        """A scheme: first the padding of the problem's awkward dimensions (draw_padding), then the loops, then
+        where a padded input is read (draw_in_place)."""
         pads = self.draw_padding(space)
-        return self.draw(space.padded(pads)).with_pads(pads) if pads else self.draw(space)
+        scheme = self.draw(space.padded(pads)).with_pads(pads) if pads else self.draw(space)
+        return scheme.with_in_place(self.draw_in_place(space))
+
+    def draw_in_place(self, space: Space) -> str:
+        """The InPlace border in a share `in_place` of the draws ("": the padding pass otherwise). A problem
+        without a padded input (Problem.in_place_borders) draws no random number: its schemes stay what every
+        seed gave before."""
+        borders = space.problem.in_place_borders
+        if not borders or not self.options["in_place"] or self.rng.random() >= self.options["in_place"]:
+            return ""
+        return self.rng.choice(borders)
 
     def draw(self, space: Space) -> Scheme:
         """The loop specifiers of a scheme for `space`'s problem as it is (each sampler's own draw)."""

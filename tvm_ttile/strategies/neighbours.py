@@ -242,7 +242,7 @@ class SchemeLandscape(Landscape):
                     return None  # a prime level has nothing to split
                 levels[at[i]] = T(levels[at[i]].n // p, d)
                 levels.insert(at[i], T(p, d))
-        new = Scheme(tuple(head + levels + tail), scheme.pads)
+        new = Scheme(tuple(head + levels + tail), scheme.pads, scheme.in_place)
         try:
             new.validate(self.problem.size, self.problem.lanes, self.problem.reuse, self.reductions)
         except SchemeError:
