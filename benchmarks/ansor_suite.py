@@ -11,6 +11,9 @@ databases in OUT's directory under work/ (resumable). Each best is built, checke
 then every build of the workload is timed again round-robin in this process (`--rounds` rounds, median).
 Workloads tvm_ttile does not tune get the one-line reason in their row (MetaSchedule still runs). The peak is
 measured in the run. Writes OUT.json and OUT.md after every workload.
+
+`--schemes TEXT ...` (with one workload): scheme texts lowered as tvm_ttile lowers them, no tuning, verified and
+timed in the same rounds beside the tuned builds (is a gap the search's or the lowering's?).
 """
 import argparse
 import json
@@ -102,6 +105,18 @@ def tune_workload(family, idx, cpu, args, root):
         lib = tvm.compile(sch.mod, target=target)
         builds[name] = lib
         row["systems"][name] = {"trials": len(records), "tuning_seconds": round(seconds, 1)}
+    for i, text in enumerate(args.schemes):  # fixed schemes, lowered as tvm_ttile lowers them
+        from tvm_ttile.lowering import lower
+        from tvm_ttile.scheme import Scheme
+
+        name = f"scheme {i + 1}"
+        try:
+            sch = tvm.s_tir.Schedule(mod)
+            lower(problem, Scheme.parse(text), sch, threads=args.threads)
+            builds[name] = tvm.compile(sch.mod, target=target)
+            row["systems"][name] = {"scheme": text}
+        except Exception as e:  # noqa: BLE001 - reported in the row
+            row["systems"][name] = {"scheme": text, "error": str(e).splitlines()[0] if str(e) else repr(e)}
     # Verify every build against numpy on one set of random inputs.
     rng = np.random.default_rng(0)
     main = mod["main"]
@@ -169,6 +184,18 @@ def write(data, out):
     for (family, n), ratios in sorted(per_family.items()):
         geo = float(np.exp(np.mean(np.log(ratios))))
         lines.append(f"- {family} against {n}: {geo:.3f}x over {len(ratios)} workloads")
+    fixed = [(key, n, r) for key, row in data["workloads"].items() for n, r in row["systems"].items()
+             if n.startswith("scheme ")]
+    if fixed:
+        lines += ["", "Fixed schemes (`--schemes`), lowered as tvm_ttile lowers them, timed in the same rounds:", "",
+                  "| workload | scheme | GFLOPS (% peak) | spread % | / tvm_ttile's tuned best |", "|---|---|---:|---:|---:|"]
+        for key, n, r in fixed:
+            best = data["workloads"][key]["systems"].get("tvm_ttile", {}).get("gflops")
+            if "gflops" in r:
+                lines.append(f"| {key} | {n}: `{r['scheme']}` | {r['gflops']:.1f} ({100 * r['gflops'] / peak:.0f}%) | "
+                             f"{r['spread_pct']:.1f} | " + (f"{r['gflops'] / best:.2f}x |" if best else "- |"))
+            else:
+                lines.append(f"| {key} | {n}: `{r['scheme']}` | {r.get('error') or 'not verified'} | - | - |")
     with open(out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -186,8 +213,12 @@ def main(argv=None):
     p.add_argument("--ms-trials", nargs="+", type=int, default=[50])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--schemes", nargs="+", default=[], metavar="TEXT",
+                   help="scheme texts timed beside the tuned builds, untuned (use with one workload)")
     p.add_argument("--out", required=True, help="path prefix of the .json and .md results")
     args = p.parse_args(argv)
+    if args.schemes and (len(args.families) > 1 or args.configs is None or len(args.configs) > 1):
+        p.error("--schemes needs one workload: one family and one --configs index")
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(args.threads)
     peak = cpu_mod.measure_peak(cpu, threads=args.threads)

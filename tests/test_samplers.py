@@ -90,7 +90,7 @@ def test_options_and_names_are_checked():
     with pytest.raises(TTileError, match="no option"):
         make_sampler("ttile", depth=3)
     assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any",
-                                                                  "pad": 0.5, "in_place": 0.5,
+                                                                  "pad": 0.5, "in_place": 0.0,
                                                                   "fold_reuse": False}
 
 
@@ -219,8 +219,9 @@ def test_in_place_is_drawn_as_a_share(sampler):
         pytest.skip(f"{sampler} has nothing to draw")
     never = make_sampler(sampler, seed=3, in_place=0.0).sample_many(sp, 20)
     always = make_sampler(sampler, seed=3, in_place=1.0).sample_many(sp, 30)
-    some = make_sampler(sampler, seed=3).sample_many(sp, 40)
+    some = make_sampler(sampler, seed=3, in_place=0.5).sample_many(sp, 40)
     assert not any(s.in_place for s in never)
+    assert [s.text for s in make_sampler(sampler, seed=3).sample_many(sp, 20)] == [s.text for s in never]
     assert {s.in_place for s in always} == {"guard", "copy"}
     assert any(s.in_place for s in some) and any(not s.in_place for s in some)
     for s in always:

@@ -18,9 +18,10 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                       "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
-                  "in_place": (0.5, "share of draws, for a conv2d whose input is padded, that read the input in "
+                  "in_place": (0.0, "share of draws, for a conv2d whose input is padded, that read the input in "
                                     "place (InPlace, its border tiles guarding their loads or copying their window, "
-                                    "even odds) instead of padding it in a pass (0: always the pass)"),
+                                    "even odds) instead of padding it in a pass (0: always the pass; the random "
+                                    "strategy then tries the fastest in place, its in_place_variants)"),
                   "fold_reuse": (False, "levels drawn right above the reuse loop on its dimension join it, so the "
                                         "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
                                         "measured level with the paper's draw: benchmarks/results/fold_reuse_zen5)")}
