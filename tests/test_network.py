@@ -497,3 +497,15 @@ def test_a_network_whose_tasks_all_fail_is_an_error(small_catalog, tmp_path, mon
     mod = nw.prepare(load_model("micro_resnet").mod)
     with pytest.raises(TTileError, match="every conv2d/matmul task failed"):
         nw.tune_network(mod, work_dir=str(tmp_path / "w"), trials_per_task=2, other_trials=0, progress=False)
+
+
+def test_network_tasks_measure_no_in_place_variants_unless_asked():
+    """Network tuning turns the random strategy's in-place variants off (they cost Darknet-19 7-12% end to end);
+    a caller's option wins, and strategies without the option get none."""
+    from tvm_ttile.network import network_strategy_options
+    from tvm_ttile.strategies import make_strategy
+
+    assert network_strategy_options("random") == {"in_place_variants": 0.0}
+    assert network_strategy_options("random", {"in_place_variants": 0.2}) == {"in_place_variants": 0.2}
+    assert network_strategy_options("model", {"pool": 100}) == {"pool": 100}
+    make_strategy("random", **network_strategy_options("random"))
