@@ -60,9 +60,11 @@ def tune_workload(family, idx, cpu, args, root):
     from tvm.s_tir.analysis import estimate_tir_flops
     from tvm.s_tir.meta_schedule.testing import te_workload
 
+    from tvm_ttile.lowering import lower
     from tvm_ttile.measure import MeasureSettings
     from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, open_database, records_of, ttile_problem
     from tvm_ttile.microkernels.catalog import build_catalog
+    from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import run_tuner
     from tvm_ttile.workdir import claim, work_key
 
@@ -106,9 +108,6 @@ def tune_workload(family, idx, cpu, args, root):
         builds[name] = lib
         row["systems"][name] = {"trials": len(records), "tuning_seconds": round(seconds, 1)}
     for i, text in enumerate(args.schemes):  # fixed schemes, lowered as tvm_ttile lowers them
-        from tvm_ttile.lowering import lower
-        from tvm_ttile.scheme import Scheme
-
         name = f"scheme {i + 1}"
         try:
             sch = tvm.s_tir.Schedule(mod)

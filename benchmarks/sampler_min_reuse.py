@@ -34,19 +34,17 @@ def main():
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.cli import _sampler_options
     from tvm_ttile.operators import get_layer
-    from tvm_ttile.samplers.ttile import TTileSampler
-    from tvm_ttile.tune import tune
-
     from tvm_ttile.samplers.base import as_type_of
+    from tvm_ttile.samplers.ttile import TTileSampler
     from tvm_ttile.strategies.drawn_order import RandomStrategy
+    from tvm_ttile.tune import tune
 
     host = cpu_mod.detect_host()
     of_strategy = args.option.startswith("strategy:")
     option = args.option.partition(":")[2] if of_strategy else args.option
     if of_strategy:
         base = RandomStrategy.OPTIONS[option][0]
-        values = [as_type_of(base, float(v) if isinstance(base, float) else v, option, "strategy 'random'")
-                  for v in args.values.split(",")]
+        values = [as_type_of(base, v, option, "strategy 'random'") for v in args.values.split(",")]
     else:
         base = TTileSampler.all_options()[option][0]
         values = [_sampler_options([f"{option}={v}"])[option] for v in args.values.split(",")]

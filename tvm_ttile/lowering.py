@@ -25,7 +25,7 @@ from .microkernels import intrin
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import T as Tile
 from .scheme import P, Scheme, U, V
-from .recognize import CANONICAL, LAYOUTS, LOADS, ONE_D_LAYOUTS, _product, canonicalize, recognize
+from .recognize import CANONICAL, LAYOUTS, LOADS, ONE_D_LAYOUTS, _product, as_schedule, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
@@ -204,8 +204,7 @@ def _split_scheme(scheme: Scheme):
 def problem_of(func, isa: str, lanes: int) -> Problem:
     """The Problem of a PrimFunc's contraction, recognized from its computation (recognize.py); TTileError
     with one line saying why when tvm_ttile cannot tune it."""
-    sch = func if isinstance(func, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(
-        func["main"] if isinstance(func, tvm.IRModule) else func)
+    sch = as_schedule(func)
     c = recognize(sch)
     sizes = dict(c.extents)
     vector = sizes[FAMILIES[c.op]["vector"]]

@@ -393,12 +393,16 @@ def recognize(func) -> Contraction:
     return found[0]
 
 
+def as_schedule(func):
+    """A Schedule of `func` (a PrimFunc, an IRModule with "main", or a Schedule, returned as it is)."""
+    if isinstance(func, tvm.s_tir.Schedule):
+        return func
+    return tvm.s_tir.Schedule(func["main"] if isinstance(func, tvm.IRModule) else func)
+
+
 def recognize_all(func) -> tuple:
     """(the contractions of the function, why each other reduction block is none)."""
-    if isinstance(func, tvm.s_tir.Schedule):
-        sch = func
-    else:
-        sch = tvm.s_tir.Schedule(func["main"] if isinstance(func, tvm.IRModule) else func)
+    sch = as_schedule(func)
     found, why = [], []
     for rv in blocks(sch):
         stmt = sch.get(rv)

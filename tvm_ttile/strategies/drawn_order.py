@@ -29,16 +29,14 @@ class RandomStrategy(Strategy):
             return super().next_batch(n)
         # The drawn schemes are measured (a batch is observed before the next is asked for): their fastest, read
         # in place. A scheme whose pass is slow can be fast in place, but the pass decides which are tried.
-        batch = []
+        batch, want = [], min(n, self.variants)
         for text, _ in sorted(self.measured.items(), key=lambda kv: kv[1]):
             scheme = Scheme.parse(text)
-            if scheme.in_place:
-                continue
-            for border in self.borders:
-                variant = scheme.with_in_place(border)
-                if variant.text not in self.issued and len(batch) < min(n, self.variants):
-                    batch.append(variant)
-                    self.issued.add(variant.text)
+            variants = [] if scheme.in_place else [scheme.with_in_place(b) for b in self.borders]
+            batch += [v for v in variants if v.text not in self.issued][:want - len(batch)]
+            self.issued |= {v.text for v in batch}
+            if len(batch) == want:
+                break
         self.variants -= len(batch)
         if not batch:
             self.variants = 0
