@@ -168,32 +168,37 @@ def test_strategies_are_reproducible_with_a_seed_across_processes(name, options)
     assert in_another_process("test_costmodel", f"strategy_sequence({name!r}, 5, options={options!r})") == here
 
 
-def test_the_random_strategy_reads_its_fastest_in_place_last():
-    """Where a conv2d's input is padded, the last share `in_place_variants` of the budget measures the fastest drawn
-    schemes again with the input read in place, each border, fastest first; 0 measures none, and the drawn part is
-    the sampler's draw either way."""
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_reads_its_fastest_in_place_last(name):
+    """Where a conv2d's input is padded, the last share `in_place_variants` of the budget measures the fastest
+    schemes measured so far again with the input read in place, each border, fastest first; 0 measures none, and
+    the strategy's own part is what it measures without the phase (it never hears the variants)."""
     sp = Space(Problem.from_operator(Conv2d(K=32, C=24, H=34, W=17, R=3, S=3, pad=1), 8, "avx2"), conv_kept("avx2", 8))
     runs = {}
     for share in (0.2, 0.0):
-        strategy = make_strategy("random", in_place_variants=share)
-        strategy.plan(sp, make_sampler("ttile", seed=3), 20)
-        seconds, order = {}, []
+        strategy = make_strategy(name, in_place_variants=share, **OPTIONS[name])
+        strategy.plan(sp, make_sampler("ttile", seed=3), 20 if share else 16,
+                      context=context() if strategy.RANKS else None)
+        order = []
         while True:
             got = strategy.next_batch(7)
             if not got:
                 break
-            secs = [1.0 + 0.01 * len(s.text) for s in got]  # made-up seconds, a fixed function
-            seconds.update(zip((s.text for s in got), secs))
-            strategy.observe(got, secs)
+            strategy.observe(got, [1.0 + 0.01 * len(s.text) for s in got])  # made-up seconds, a fixed function
             order += got
         runs[share] = order
-        assert len(order) == 20 and len({s.text for s in order}) == 20
-    drawn, variants = runs[0.2][:16], runs[0.2][16:]
-    assert [s.text for s in drawn] == [s.text for s in runs[0.0][:16]] and not any(s.in_place for s in runs[0.0])
-    fastest = sorted(drawn, key=lambda s: 1.0 + 0.01 * len(s.text))[:2]
+        assert len(order) == (20 if share else 16) and len({s.text for s in order}) == len(order)
+    own, variants = runs[0.2][:16], runs[0.2][16:]
+    assert [s.text for s in own] == [s.text for s in runs[0.0]] and not any(s.in_place for s in runs[0.0])
+    fastest = sorted(own, key=lambda s: 1.0 + 0.01 * len(s.text))[:2]
     assert [s.text for s in variants] == [s.with_in_place(b).text for s in fastest for b in ("guard", "copy")]
+
+
+def test_the_in_place_share_is_checked():
     with pytest.raises(TTileError, match="'in_place_variants' takes a value of type float"):
         make_strategy("random", in_place_variants="some")
+    with pytest.raises(TTileError, match="'in_place_variants' is a share in \\[0, 1\\], got 1.5"):
+        make_strategy("gbfs", in_place_variants=1.5)
 
 
 def test_the_model_strategy_measures_the_best_ranked_first():

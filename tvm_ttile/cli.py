@@ -423,9 +423,9 @@ def _add_strategy_option(p) -> None:
     """tune's and tune-model's --strategy-option (compare has its own, per system: one Action object shared
     through a parent parser cannot be redefined in one subcommand without changing it in the others)."""
     p.add_argument("--strategy-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="an option of the search strategy: random (the default): in_place_variants=0.2 (share "
-                        "of the trials spent on the fastest schemes again with a padded input read in place); "
-                        "model: pool=2000 (schemes drawn and ranked), "
+                   help="an option of the search strategy: any: in_place_variants=0.2 (share of the "
+                        "trials spent last on the fastest schemes again with a padded input read in place; 0 in "
+                        "networks); random (the default): none; model: pool=2000 (schemes drawn and ranked), "
                         "ranker=learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
                         "na2c: steps=3, tau=0.5, ...")
 

@@ -398,17 +398,17 @@ TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator a
 NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5}
 
 
-# ... and the search strategies' options (by strategy): the random strategy measures no in-place variants in a
-# network. With them (its last 10 of 50 trials per padded conv2d) Darknet-19 on an AVX-512 Xeon ran 1.07-1.12x
-# slower than builds tuned without, side by side, while its tasks alone were as fast; ResNet-18 was level
-# (benchmarks/results/in_network_xeon/NOTES.md, item 7). The cause was not found.
-NETWORK_STRATEGY_OPTIONS = {"random": {"in_place_variants": 0.0}}
+# ... and the search strategies' options: no strategy measures in-place variants in a network. With them (the
+# random strategy's last 10 of 50 trials per padded conv2d) Darknet-19 on an AVX-512 Xeon ran 1.07-1.12x slower than
+# builds tuned without, side by side, while its tasks alone were as fast; ResNet-18 was level
+# (benchmarks/results/in_network_xeon/NOTES.md, item 7).
+NETWORK_STRATEGY_OPTIONS = {"in_place_variants": 0.0}
 
 
-def network_strategy_options(strategy: str, options: dict | None = None) -> dict:
-    """The options of search strategy `strategy` for network tasks: NETWORK_STRATEGY_OPTIONS, overridden by
+def network_strategy_options(options: dict | None = None) -> dict:
+    """The search strategy's options for network tasks (any strategy): NETWORK_STRATEGY_OPTIONS, overridden by
     `options`."""
-    return {**NETWORK_STRATEGY_OPTIONS.get(strategy, {}), **(options or {})}
+    return {**NETWORK_STRATEGY_OPTIONS, **(options or {})}
 
 
 def network_sampler_options(options: dict | None = None) -> dict:
@@ -528,7 +528,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                                    threads=threads, trial_log=WorkDir(task_dir).trials, first=first,
                                    sampler_options=network_sampler_options(sampler_options),
                                    strategy=ttile_strategy,
-                                   strategy_options=network_strategy_options(ttile_strategy, strategy_options))
+                                   strategy_options=network_strategy_options(strategy_options))
             twins.append(task.mod)
             per_iter = 10
         else:

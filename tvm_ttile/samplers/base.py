@@ -20,7 +20,7 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                "(Space.padding; 0: never pad, 1: always)"),
                   "in_place": (0.0, "share of draws, for a conv2d whose input is padded, that read the input in "
                                     "place (InPlace, its border tiles guarding their loads or copying their window, "
-                                    "even odds) instead of padding it in a pass (0: always the pass; the random "
+                                    "even odds) instead of padding it in a pass (0: always the pass; the search "
                                     "strategy then tries the fastest in place, its in_place_variants)"),
                   "fold_reuse": (False, "levels drawn right above the reuse loop on its dimension join it, so the "
                                         "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "

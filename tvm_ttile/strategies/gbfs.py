@@ -76,7 +76,7 @@ class SchemeSearchStrategy(Strategy):
         super().__init__(**options)
         self.search = None
 
-    def plan(self, space, sampler, budget, skip=(), first=(), context=None):
+    def start(self, space, sampler, budget, skip=(), first=(), context=None):
         from ..scheme import Scheme
         from ..space import WHOLE_REUSE
 
@@ -84,13 +84,13 @@ class SchemeSearchStrategy(Strategy):
             return sampler.sample(space)
 
         land = SchemeLandscape(space.problem, draw, WHOLE_REUSE[space.problem.op])
-        self.search = self.SEARCH(land, sampler.seed, **self.options)
+        self.search = self.SEARCH(land, sampler.seed, **self.own_options)
         measured = skip if isinstance(skip, dict) else dict.fromkeys(skip)
         self.search.resume([(Scheme.parse(t), c) for t, c in measured.items()])
         self.first = [s for s in dict.fromkeys(first, None) if self.search.fresh(s)]
         self.budget = budget
 
-    def next_batch(self, n):
+    def ask(self, n):
         n = min(n, self.budget)
         batch = self.first[:n]
         self.first = self.first[n:]
@@ -100,7 +100,7 @@ class SchemeSearchStrategy(Strategy):
         self.budget -= len(batch)
         return batch
 
-    def observe(self, schemes, seconds):
+    def tell(self, schemes, seconds):
         self.search.tell(schemes, seconds)
 
     @property

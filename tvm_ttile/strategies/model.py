@@ -30,7 +30,7 @@ class ModelStrategy(Strategy):
         if self.options["pool"] < 1:
             raise TTileError(f"strategy 'model' option 'pool' needs at least 1 scheme, got {self.options['pool']}")
 
-    def plan(self, space, sampler, budget, skip=(), first=(), context=None):
+    def start(self, space, sampler, budget, skip=(), first=(), context=None):
         from ..costmodel.rankers import make_ranker
 
         if context is None:
@@ -46,7 +46,7 @@ class ModelStrategy(Strategy):
         pool = [s for s in sampler.sample_many(space, max(self.options["pool"], budget)) if s.text not in seen]
         self.first, self.pool, self.budget = first, self.ranker.rank(self.problem, pool), budget
 
-    def next_batch(self, n):
+    def ask(self, n):
         want = min(n, self.budget)
         batch, self.first = self.first[:want], self.first[want:]
         m = want - len(batch)
@@ -58,7 +58,7 @@ class ModelStrategy(Strategy):
         self.budget -= len(batch)
         return batch
 
-    def observe(self, schemes, seconds):
+    def tell(self, schemes, seconds):
         self.ranker.observe(self.problem, schemes, seconds)
         if self.ranker.NAME == "learned" and self.options["online"] and self.pool:
             self.pool = self.ranker.rank(self.problem, self.pool)
