@@ -293,6 +293,25 @@ def test_weight_prefetch(host, text):
     assert ("llvm.prefetch" in ir[None]) == bool(WEIGHT_PREFETCH["matmul"])
 
 
+def test_conv2d_weight_prefetch_covers_every_tap(host):
+    """A conv2d microkernel that unrolls its 3x3 window reads one weight stream per tap: with prefetch, each
+    reduction step prefetches every tap's lines, not the first tap's only, and stays right."""
+    from tvm_ttile.measure import build_module
+
+    L = host.lanes
+    op = Conv2d(K=2 * L, C=8, H=6, W=6, R=3, S=3, pad=1, prepack=True)
+    problem = Problem.from_operator(op, L, host.isa.name)
+    scheme = Scheme.parse("[T(6,h),T(8,c),U(3,s),U(3,r),U(6,w),U(2,k),V(k)]")
+    counts = {}
+    for distance in (4, 0):
+        lowered = lower(problem, scheme, op.prim_func(L), prefetch=distance)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+        lib = build_module(lowered.sch.mod, host.target())
+        counts[distance] = "".join(_llvm_ir(m) for m in [lib, *lib.imports]).count("call void @llvm.prefetch")
+    assert counts[0] == 0 and counts[4] > 0 and counts[4] % 9 == 0, counts
+
+
 @pytest.mark.parametrize("text,zero", [
     ("[T(2,j),T(16,k),U(6,i),U(2,j),V(j)]", True),  # the whole reduction in each call
     ("[T(2,j),T(4,k),T(4,k),U(6,i),U(2,j),V(j)]", False),  # a reduction level above the call

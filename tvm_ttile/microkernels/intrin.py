@@ -284,12 +284,15 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: boo
 
     with T.serial(0, red_trips) as c:
         if prefetch:
-            # For weights that stream from memory (lowering.WEIGHT_PREFETCH says where it pays). Prefetches
-            # never fault on x86 or ARM, so running past the buffer's end in the last steps is safe.
-            for kk in range(0, nk, max(1, 16 // L)):  # one per 64-byte line of 4-byte lanes
-                T.evaluate(tir.call_llvm_intrin("void", "llvm.prefetch.p0", tir.address_of(
-                    B[tuple(w_at(steps[0], c + prefetch, kk))]), tir.const(0, "int32"), tir.const(3, "int32"),
-                    tir.const(1, "int32")))
+            # For weights that stream from memory (lowering.WEIGHT_PREFETCH says where it pays). Every step's
+            # lines: an unrolled window reads one stream per tap (r, s), each crossing pages the hardware
+            # prefetcher stops at. Prefetches never fault on x86 or ARM, so running past the buffer's end in the
+            # last steps is safe.
+            for step in steps:
+                for kk in range(0, nk, max(1, 16 // L)):  # one per 64-byte line of 4-byte lanes
+                    T.evaluate(tir.call_llvm_intrin("void", "llvm.prefetch.p0", tir.address_of(
+                        B[tuple(w_at(step, c + prefetch, kk))]), tir.const(0, "int32"), tir.const(3, "int32"),
+                        tir.const(1, "int32")))
         for step in steps:
             if mk.weights_resident:
                 for ri, row in enumerate(rows):
