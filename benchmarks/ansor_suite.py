@@ -7,7 +7,8 @@ plug-in exactly as a TVM user calls it, side by side with MetaSchedule's default
 For each workload (family, configuration index): `ms.tune_tir(mod, target, space=TTileSpaceGenerator(),
 strategy=TTileSearch(...))` with `--ttile-trials`, and MetaSchedule's default search (post-order-apply,
 evolutionary, XGBoost) with each of `--ms-trials`, all through the same builder and runner (tune.run_tuner),
-databases in OUT's directory under work/ (resumable). Each best is built, checked against a numpy reference,
+databases in OUT's directory under work/ (resumed; `--fresh SYSTEM ...` moves a system's earlier ones aside
+and tunes it afresh). Each best is built, checked against a numpy reference,
 then every build of the workload is timed again round-robin in this process (`--rounds` rounds, median).
 Workloads tvm_ttile does not tune get the one-line reason in their row (MetaSchedule still runs). The peak is
 measured in the run. Writes OUT.json and OUT.md after every workload.
@@ -92,6 +93,10 @@ def tune_workload(family, idx, cpu, args, root):
         runs.append((f"metaschedule-{trials}", trials, "post-order-apply", "evolutionary", "xgb"))
     for name, trials, space, strategy, cost in runs:
         work_dir = os.path.join(root, "work", f"{family}-{idx}-{name}")
+        if name in args.fresh and os.path.isdir(work_dir):  # kept aside, never deleted: its records stay readable
+            aside = f"{work_dir}.earlier-{time.strftime('%Y%m%d-%H%M%S')}"
+            os.rename(work_dir, aside)
+            print(f"{name} {family}-{idx}: tuning afresh; the earlier work dir moved to {aside}", flush=True)
         claim(work_dir, work_key(target, args.threads, settings, cpu))  # before MetaSchedule writes its files
         database = open_database(work_dir)
         todo = max(trials - len(records_of(database, mod)), 0)
@@ -214,8 +219,15 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--schemes", nargs="+", default=[], metavar="TEXT",
                    help="scheme texts timed beside the tuned builds, untuned (use with one workload)")
+    p.add_argument("--fresh", nargs="+", default=[], metavar="SYSTEM",
+                   help="systems tuned afresh (tvm_ttile, metaschedule-N): their earlier work dirs are moved aside "
+                        "instead of resumed")
     p.add_argument("--out", required=True, help="path prefix of the .json and .md results")
     args = p.parse_args(argv)
+    known = {"tvm_ttile"} | {f"metaschedule-{t}" for t in args.ms_trials}
+    if set(args.fresh) - known:
+        p.error(f"--fresh names no system of this run: {sorted(set(args.fresh) - known)}; the run's systems are "
+                f"{sorted(known)}")
     if args.schemes and (len(args.families) > 1 or args.configs is None or len(args.configs) > 1):
         p.error("--schemes needs one workload: one family and one --configs index")
     cpu = cpu_mod.detect_host()
