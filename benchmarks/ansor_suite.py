@@ -13,6 +13,7 @@ then every build of the workload is timed again round-robin in this process (`--
 Workloads tvm_ttile does not tune get the one-line reason in their row (MetaSchedule still runs). The peak is
 measured in the run. Writes OUT.json and OUT.md after every workload.
 
+`--sampler-option NAME=VALUE` (repeatable): tvm_ttile's sampler options; its work dirs carry them in their names.
 `--schemes TEXT ...` (with one workload): scheme texts lowered as tvm_ttile lowers them, no tuning, verified and
 timed in the same rounds beside the tuned builds (is a gap the search's or the lowering's?).
 """
@@ -85,14 +86,18 @@ def tune_workload(family, idx, cpu, args, root):
     if problem is not None:
         catalog = build_catalog(cpu, problem.op)
         runs.append(("tvm_ttile", args.ttile_trials, TTileSpaceGenerator(),
-                     TTileSearch(kept=catalog.kept, fallback=catalog.ranked(), threads=args.threads),
+                     TTileSearch(kept=catalog.kept, fallback=catalog.ranked(), threads=args.threads,
+                                 sampler_options=args.sampler_options),
                      ms.cost_model.RandomModel()))
     else:
         row["systems"]["tvm_ttile"] = {"refused": reason}
     for trials in args.ms_trials:
         runs.append((f"metaschedule-{trials}", trials, "post-order-apply", "evolutionary", "xgb"))
     for name, trials, space, strategy, cost in runs:
-        work_dir = os.path.join(root, "work", f"{family}-{idx}-{name}")
+        # tvm_ttile's sampler options name its work dir: a run with others must not resume this one's records.
+        dirname = name + ("".join(f"-{k}={v}" for k, v in sorted(args.sampler_options.items()))
+                          if name == "tvm_ttile" else "")
+        work_dir = os.path.join(root, "work", f"{family}-{idx}-{dirname}")
         if name in args.fresh and os.path.isdir(work_dir):  # kept aside, never deleted: its records stay readable
             aside = f"{work_dir}.earlier-{time.strftime('%Y%m%d-%H%M%S')}"
             os.rename(work_dir, aside)
@@ -208,6 +213,9 @@ def main(argv=None):
     from tvm.s_tir.meta_schedule.testing import te_workload
 
     from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile.cli import _sampler_options
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.samplers import make_sampler
     from tvm_ttile.compare import _versions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -219,11 +227,18 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--schemes", nargs="+", default=[], metavar="TEXT",
                    help="scheme texts timed beside the tuned builds, untuned (use with one workload)")
+    p.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of tvm_ttile's sampler (as tvm-ttile tune's); its work dirs are named by them")
     p.add_argument("--fresh", nargs="+", default=[], metavar="SYSTEM",
                    help="systems tuned afresh (tvm_ttile, metaschedule-N): their earlier work dirs are moved aside "
                         "instead of resumed")
     p.add_argument("--out", required=True, help="path prefix of the .json and .md results")
     args = p.parse_args(argv)
+    try:  # bad names or values: one line, before anything runs
+        args.sampler_options = _sampler_options(args.sampler_option)
+        make_sampler("ttile", 0, **args.sampler_options)
+    except TTileError as e:
+        p.error(str(e))
     known = {"tvm_ttile"} | {f"metaschedule-{t}" for t in args.ms_trials}
     if set(args.fresh) - known:
         p.error(f"--fresh names no system of this run: {sorted(set(args.fresh) - known)}; the run's systems are "
@@ -235,7 +250,8 @@ def main(argv=None):
     peak = cpu_mod.measure_peak(cpu, threads=args.threads)
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]) if argv is None else "",
             "machine": dict(cpu.describe(), platform=platform.platform()), "threads": args.threads,
-            "ttile_trials": args.ttile_trials, "ms_trials": args.ms_trials, "rounds": args.rounds,
+            "ttile_trials": args.ttile_trials, "sampler_options": args.sampler_options,
+            "ms_trials": args.ms_trials, "rounds": args.rounds,
             "versions": _versions(), "peak_gflops": peak["peak_gflops"], "date": time.strftime("%Y-%m-%d %H:%M"),
             "workloads": {}}
     root = os.path.dirname(args.out) or "."
