@@ -66,6 +66,7 @@ def tune_workload(family, idx, cpu, args, root):
     from tvm_ttile.measure import MeasureSettings
     from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, open_database, records_of, ttile_problem
     from tvm_ttile.microkernels.catalog import build_catalog
+    from tvm_ttile.samplers.base import options_text
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import run_tuner
     from tvm_ttile.workdir import claim, work_key
@@ -95,8 +96,8 @@ def tune_workload(family, idx, cpu, args, root):
         runs.append((f"metaschedule-{trials}", trials, "post-order-apply", "evolutionary", "xgb"))
     for name, trials, space, strategy, cost in runs:
         # tvm_ttile's sampler options name its work dir: a run with others must not resume this one's records.
-        dirname = name + ("".join(f"-{k}={v}" for k, v in sorted(args.sampler_options.items()))
-                          if name == "tvm_ttile" else "")
+        dirname = (f"{name}-{options_text(args.sampler_options, '-')}" if name == "tvm_ttile" and args.sampler_options
+                   else name)
         work_dir = os.path.join(root, "work", f"{family}-{idx}-{dirname}")
         if name in args.fresh and os.path.isdir(work_dir):  # kept aside, never deleted: its records stay readable
             aside = f"{work_dir}.earlier-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -214,9 +215,9 @@ def main(argv=None):
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.cli import _sampler_options
+    from tvm_ttile.compare import _versions
     from tvm_ttile.errors import TTileError
     from tvm_ttile.samplers import make_sampler
-    from tvm_ttile.compare import _versions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--families", nargs="+", default=["C2D", "GMM", "DIL"])

@@ -43,7 +43,7 @@ def main():
     of_strategy = args.option.startswith("strategy:")
     option = args.option.partition(":")[2] if of_strategy else args.option
     if of_strategy:
-        base = RandomStrategy.OPTIONS[option][0]
+        base = RandomStrategy.all_options()[option][0]
         values = [as_type_of(base, v, option, "strategy 'random'") for v in args.values.split(",")]
     else:
         base = TTileSampler.all_options()[option][0]

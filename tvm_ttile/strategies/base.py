@@ -55,8 +55,12 @@ class Strategy:
     OPTIONS: dict = {}  # option name -> (default, help); IN_PLACE_OPTION is added to every strategy's
     RANKS = False  # whether plan() needs the CPU's cost context (measured hierarchy, catalog rates)
 
+    @classmethod
+    def all_options(cls) -> dict:
+        return {**cls.OPTIONS, **IN_PLACE_OPTION}
+
     def __init__(self, **options):
-        declared = {**self.OPTIONS, **IN_PLACE_OPTION}
+        declared = self.all_options()
         unknown = set(options) - set(declared)
         if unknown:
             raise TTileError(f"strategy {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(declared)}")
