@@ -91,7 +91,7 @@ def test_options_and_names_are_checked():
         make_sampler("ttile", depth=3)
     assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any",
                                                                   "pad": 0.5, "in_place": 0.0,
-                                                                  "fold_reuse": False}
+                                                                  "choice_draw": "list", "fold_reuse": False}
 
 
 def test_ordered_factorizations():
@@ -233,3 +233,24 @@ def test_in_place_is_drawn_as_a_share(sampler):
                 == [s.text for s in make_sampler(sampler, seed=4, in_place=0.0).sample_many(other, 10)])
     with pytest.raises(TTileError, match="'in_place' is a share"):
         make_sampler(sampler, in_place=2.0)
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLERS))
+def test_choice_draw_by_kind_gives_singles_even_odds(sampler):
+    """choice_draw=kind draws a single microkernel or a combination at even odds where both fit (on ResNet18-2
+    the combinations outnumber the singles 13 to 1, so the paper's list draw is nearly all Lambdas); where one
+    kind fits it draws exactly what the list draw does (no random number spent)."""
+    sp = space("resnet18-2")
+    pool = make_sampler(sampler).choices(sp)
+    if not any(c.combined for c in pool) or all(c.combined for c in pool):
+        pytest.skip(f"{sampler} draws from one kind only")
+    singles = [s.lambda_spec() is None for s in make_sampler(sampler, seed=7, choice_draw="kind").sample_many(sp, 200)]
+    listed = [s.lambda_spec() is None for s in make_sampler(sampler, seed=7).sample_many(sp, 200)]
+    assert 70 < sum(singles) < 130
+    assert sum(listed) < 40
+    one_kind = Space(Problem.from_operator(Matmul(M=2, N=48, K=64), 8, "avx2"), matmul_kept("avx2", 8))
+    assert one_kind.singles and not one_kind.combos
+    assert ([s.text for s in make_sampler(sampler, seed=4, choice_draw="kind").sample_many(one_kind, 10)]
+            == [s.text for s in make_sampler(sampler, seed=4).sample_many(one_kind, 10)])
+    with pytest.raises(TTileError, match="'choice_draw' is one of list, kind; got 'even'"):
+        make_sampler(sampler, choice_draw="even")

@@ -22,9 +22,17 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                     "place (InPlace, its border tiles guarding their loads or copying their window, "
                                     "even odds) instead of padding it in a pass (0: always the pass; the search "
                                     "strategy then tries the fastest in place, its in_place_variants)"),
+                  "choice_draw": ("list", "how the microkernel is drawn: list (the paper's: uniformly from the list of "
+                                          "single microkernels and two-microkernel combinations that fit) or kind "
+                                          "(a single one or a combination at even odds where both fit, then "
+                                          "uniformly within the kind: on a friendly size the combinations can "
+                                          "outnumber the singles 16 to 1)"),
                   "fold_reuse": (False, "levels drawn right above the reuse loop on its dimension join it, so the "
                                         "microkernel keeps its accumulators over all of them (space.fold_into_reuse; "
                                         "measured level with the paper's draw: benchmarks/results/fold_reuse_zen5)")}
+
+
+CHOICE_DRAWS = ("list", "kind")
 
 
 class Sampler:
@@ -45,6 +53,9 @@ class Sampler:
         if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
             raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
                              f"got {self.options['parallel']!r}")
+        if self.options["choice_draw"] not in CHOICE_DRAWS:
+            raise TTileError(f"sampler option 'choice_draw' is one of {', '.join(CHOICE_DRAWS)}; "
+                             f"got {self.options['choice_draw']!r}")
         for name in ("pad", "in_place"):
             if not 0 <= self.options[name] <= 1:
                 raise TTileError(f"sampler option {name!r} is a share in [0, 1], got {self.options[name]}")
@@ -112,6 +123,9 @@ class Sampler:
             raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
         if space.threads > 1:  # microkernels that leave room for a balanced parallel level, where any do
             pool = [c for c in pool if "imbalanced" not in space.parallel_levels(c, 1)] or pool
+        if self.options["choice_draw"] == "kind":  # no random number unless both kinds fit
+            kinds = [k for k in ([c for c in pool if not c.combined], [c for c in pool if c.combined]) if k]
+            pool = self.rng.choice(kinds) if len(kinds) > 1 else pool
         return self.rng.choice(pool)
 
     def draw_reuse(self, space: Space, choice: Choice) -> int:
