@@ -89,7 +89,27 @@ def test_small_c_prefers_r_s_unrolled_microkernels():
     sp = Space(p, kept)
     assert sp.choices and all(c.mk.get("r") == 3 for c in sp.choices) and sp.notes
     p7 = Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=7, S=7, pad=3), 8, "avx2")
-    assert any(c.mk.get("r") == 1 for c in Space(p7, kept).choices)  # no 3x3 fits 7x7: keep the others
+    sp7 = Space(p7, kept)
+    assert any(c.mk.get("r") == 1 for c in sp7.choices)  # no 3x3 fits 7x7: keep the others
+    assert not sp.reduction_innermost
+
+
+def test_small_c_with_no_window_microkernel_draws_the_reduction_innermost():
+    """A 7x7 window over 3 channels (ResNet's stem): no microkernel unrolls the window, so every drawn scheme puts
+    the window's and the channels' tiles right above the microkernel; other problems draw as before."""
+    from test_samplers import _reduction_inner
+    from tvm_ttile.samplers import make_sampler
+
+    kept = conv_kept("avx2", 8)
+    stem = Space(Problem.from_operator(Conv2d(K=16, C=3, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept)
+    assert stem.reduction_innermost and any("reduction's tiles innermost" in n for n in stem.notes)
+    drawn = make_sampler("ttile", seed=2).sample_many(stem, 30)
+    assert all(_reduction_inner(s, stem.problem) for s in drawn)
+    assert not all(_reduction_inner(s, stem.problem) for s in make_sampler("ttile", seed=2).sample_many(
+        Space(Problem.from_operator(Conv2d(K=16, C=8, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept), 30))
+    for c, r in ((3, 1), (16, 7)):  # a 1x1 window and a long reduction: nothing to ask
+        assert not Space(Problem.from_operator(Conv2d(K=16, C=c, H=28, W=28, R=r, S=r), 8, "avx2"),
+                         kept).reduction_innermost
 
 
 def test_awkward_dimensions_get_pad_targets():

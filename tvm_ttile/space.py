@@ -382,6 +382,9 @@ class Space:
         self.choices = admissible(problem, kept)
         self.fallback_used = False
         self.notes = []
+        # Whether every scheme puts the reduction's tiles innermost, right above the microkernel (the samplers'
+        # reduction_inner order at a share of 1).
+        self.reduction_innermost = False
         if problem.op == "conv2d" and problem.size["c"] < SMALL_REUSE:
             # Too few c steps to amortize loading and storing the accumulators: reuse r and s as well
             # (the thesis' remedy for C = 3 layers; measured here: Yolo9000-0 36% -> 56% of peak).
@@ -389,6 +392,13 @@ class Space:
             if rs:
                 self.choices = rs
                 self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE}: only microkernels unrolled along r and s")
+            elif problem.size["r"] * problem.size["s"] > 1:
+                # No microkernel unrolls this window (ResNet's 7x7 stem): its loops go right above the
+                # microkernel, so each output tile keeps its accumulators over the whole window (unrolling the
+                # whole window inside the microkernel measured slower; benchmarks/results/ansor_suite_xeon).
+                self.reduction_innermost = True
+                self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE} and no microkernel unrolls the "
+                                  f"{problem.size['r']}x{problem.size['s']} window: the reduction's tiles innermost")
         if not self.choices and fallback:
             self.choices = fallback_choices(problem, fallback)
             self.fallback_used = bool(self.choices)
