@@ -4,12 +4,12 @@
 # table of % of peak of each run's verified best. 1 thread. Run nothing else heavy meanwhile.
 #
 #   BASE=56f4c53 LAYER=ResNet18-1 SEEDS="0 1 2 3" OUT=benchmarks/results/x.md bash benchmarks/commit_ab.sh
-#   TABLE_ONLY=1 ...   # only the table, from the JSON outputs a run left in $WORK
+#   TABLE_ONLY=1 HEAD=<commit the run used> ...   # only the table, from the JSON outputs a run left in $WORK
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:?set BASE (a commit)} LAYER=${LAYER:?set LAYER} OUT=${OUT:?set OUT}
-SEEDS=${SEEDS:-0 1 2 3} TRIALS=${TRIALS:-50} WORK=${WORK:-commit_ab_work}
-HEAD_COMMIT=$(git rev-parse --short HEAD)
+SEEDS=${SEEDS:-0 1 2 3} TRIALS=${TRIALS:-50} WORK=$(realpath -m "${WORK:-commit_ab_work}")
+HEAD_COMMIT=${HEAD:-$(git rev-parse --short HEAD)}
 if [ -z "${TABLE_ONLY:-}" ]; then
   mkdir -p "$WORK"
   [ -d "$WORK/base" ] || git worktree add -f "$WORK/base" "$BASE" > /dev/null
@@ -18,13 +18,13 @@ if [ -z "${TABLE_ONLY:-}" ]; then
       tree=$([ $side = base ] && echo "$WORK/base" || pwd)
       rm -rf "$WORK/$side-$S"
       (cd "$tree" && PYTHONPATH="$tree" python -m tvm_ttile tune conv2d --layer "$LAYER" --prepack --trials "$TRIALS" \
-         --seed "$S" --work-dir "$OLDPWD/$WORK/$side-$S" --json) > "$WORK/$side-$S.json"
+         --seed "$S" --work-dir "$WORK/$side-$S" --json) > "$WORK/$side-$S.json"
     done
   done
 fi
-python - "$WORK" "$OUT" "$BASE" "$HEAD_COMMIT" "$LAYER" "$TRIALS" "$SEEDS" "$*" <<'PY'
-import json, platform, statistics, sys, time
-work, out, base, head, layer, trials, seeds, _ = sys.argv[1:]
+python - "$WORK" "$OUT" "$BASE" "$HEAD_COMMIT" "$LAYER" "$TRIALS" "$SEEDS" <<'PY'
+import json, statistics, sys, time
+work, out, base, head, layer, trials, seeds = sys.argv[1:]
 rows, gains = [], []
 for s in seeds.split():
     r = {side: json.load(open(f"{work}/{side}-{s}.json")) for side in ("base", "head")}

@@ -186,9 +186,10 @@ class Sampler:
         the next starts: the order of MetaSchedule's best 3x3 conv2d kernels on the Zen 3, which the uniform draw
         seldom makes (benchmarks/results/sampler_reduction_inner.md). Draws nothing when the share is 0."""
         reduction = REDUCTION[space.problem.op]
+        in_reduction = lambda d: d in reduction  # noqa: E731
         if space.reduction_innermost:  # the space asks it of every scheme, drawing nothing
-            return sorted(levels, key=lambda level: level[0] in reduction)
-        return self._reorder_a_share("reduction_inner", levels, lambda d: d in reduction)
+            return sorted(levels, key=lambda level: in_reduction(level[0]))
+        return self._reorder_a_share("reduction_inner", levels, in_reduction)
 
     def _reorder_a_share(self, option: str, levels: list, rank) -> list:
         """`levels` stably sorted by rank(dimension) in a share `option` of the draws, else unchanged. A share of
