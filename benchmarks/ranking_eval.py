@@ -6,15 +6,18 @@ trained only on other networks' records (PolyDL's split: train on some networks,
         [--retime]
 
 Per layer and ranker (polydl = PolyDL's Eq. 1, time = predicted seconds, learned = pairwise network,
-learned-online = the same refit after each batch of 10, as `--strategy model` runs, 1 of 10 explored at
-random; random = the measured order's expectation over 2000 shuffles):
+committee = time and learned together, the default; -online = refit after each batch of 10, as
+`--strategy model` runs, 1 of 10 explored at random; random = the measured order's expectation over 2000
+shuffles):
 - Spearman correlation of the ranker's cost with the measured seconds;
 - top-1: the top-ranked of the 200 as a share of the best of the 200 (GFLOPS ratio); best of the top 8 likewise;
 - trials until a scheme within 95% of the best of 200 is measured.
 Learned models for a layer are trained on every --train work dir except the layer's own network's
-(ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's).
---retime: the zero-trial pick (the top-ranked of a fresh pool of 2000, learned ranker of the layer's fold) and the
-best of the 200 built again, checked against numpy and timed side by side, 5 rounds round-robin.
+(ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's);
+a fold's model already in OUT/work, trained on the same dirs, is reused (training is seeded).
+--retime: the zero-trial picks (the top-ranked of a fresh pool of 2000 by the default ranker and by the learned
+one alone, the layer's fold model), the model strategy's best of --trials, random's best of its first --trials
+and the best of the 200, built again, checked against numpy and timed side by side, 5 rounds round-robin.
 No other heavy job may run during --retime.
 """
 import argparse
@@ -34,6 +37,9 @@ from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
 
 NETWORK_OF = {"ResNet18": "resnet18", "Yolo9000": "darknet19"}
 BATCH, EXPLORE = 10, 1
+LEARNED = ("learned", "committee")  # the rankers that read a model file and refit online
+RANKERS = ("polydl", "time", "learned", "learned-online", "committee", "committee-online", "random")
+SPEARMAN = ("polydl", "time", "learned")  # a committee's cost is a position, not a prediction
 
 
 def training_groups(train_dirs, context_of, work) -> list:
@@ -71,27 +77,22 @@ def random_metrics(secs: list, best: float, rng) -> dict:
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
-def online_order(model, x, secs, rng):
-    """The model strategy on the measured pool: rank, measure a batch (1 explored at random), refit, rank."""
-    from tvm_ttile.costmodel.pairwise import PairwiseRanker  # noqa: F401
-
+def online_order(ranker, problem, schemes, secs, rng):
+    """The model strategy on the measured pool: rank, measure a batch (1 explored at random), tell the ranker
+    (an online one refits), rank the rest again."""
     left = list(range(len(secs)))
-    order, seen = [], []
-    current = model
+    order = []
     while left:
-        scores = current.score(x[left])
-        ranked = [left[i] for i in np.argsort(-scores, kind="stable")]
+        ranked = ranker.rank(problem, [schemes[i] for i in left])
+        index = {id(s): i for i, s in zip(left, [schemes[i] for i in left])}
+        ranked = [index[id(s)] for s in ranked]
         take = ranked[:BATCH - EXPLORE]
         rest = ranked[BATCH - EXPLORE:]
         if rest:
-            take += list(rng.choice(rest, min(EXPLORE, len(rest)), replace=False))
+            take += [int(i) for i in rng.choice(rest, min(EXPLORE, len(rest)), replace=False)]
         order += take
-        seen += take
+        ranker.observe(problem, [schemes[i] for i in take], [secs[i] for i in take])
         left = [i for i in left if i not in set(take)]
-        if len(seen) >= 4:
-            current = model.copy()
-            current.fit([(x[seen], np.array(secs)[seen])], epochs=60, pairs_per_group=500, standardize=False,
-                        seed=len(seen))
     return order
 
 
@@ -104,8 +105,9 @@ def main():
     ap.add_argument("--retime", action="store_true")
     ap.add_argument("--trials", type=int, default=50, help="--retime: the model strategy's and random's budget")
     args = ap.parse_args()
-    from tvm_ttile.costmodel.analytic import FEATURES, features, polydl_cost, predicted_seconds
+    from tvm_ttile.costmodel.analytic import FEATURES
     from tvm_ttile.costmodel.pairwise import PairwiseRanker
+    from tvm_ttile.costmodel.rankers import make_ranker
     from tvm_ttile.costmodel.records import measured_layers
 
     os.makedirs(args.out, exist_ok=True)
@@ -120,13 +122,18 @@ def main():
         if fold not in models:
             keep = [t for t in train_dirs if fold is None or fold not in t.lower()]
             fold_groups = [g for t, g in by_dir if t in keep]
-            model = PairwiseRanker(len(FEATURES), seed=0)
-            model.fit(fold_groups, epochs=args.epochs)
             os.makedirs(os.path.join(args.out, "work"), exist_ok=True)  # not committed: made again by this script
             path = os.path.join(args.out, "work", f"ranker_without_{fold}.json")
-            with open(path, "w") as f:
-                json.dump({"features": list(FEATURES), "model": model.to_json(),
-                           "trained_on": [os.path.relpath(t) for t in keep]}, f)
+            made = {"features": list(FEATURES), "trained_on": [os.path.relpath(t) for t in keep], "epochs": args.epochs}
+            held = json.load(open(path)) if os.path.exists(path) else {}
+            if {k: held.get(k, args.epochs if k == "epochs" else None) for k in made} == made:
+                model = PairwiseRanker.from_json(held["model"])  # the same data and epochs: training is seeded
+                print(f"{path}: trained on the same records, reused", flush=True)
+            else:
+                model = PairwiseRanker(len(FEATURES), seed=0)
+                model.fit(fold_groups, epochs=args.epochs)
+                with open(path, "w") as f:
+                    json.dump({**made, "model": model.to_json()}, f)
             models[fold] = (model, path, len(fold_groups), int(sum(len(t) for _, t in fold_groups)))
         model, model_path, n_layers, n_schemes = models[fold]
         ((_, problem, measured),) = measured_layers(d)
@@ -134,17 +141,18 @@ def main():
         schemes = [s for s, _ in measured]
         secs = [t for _, t in measured]
         best = min(secs)
-        x = np.array([features(problem, s, ctx) for s in schemes])
-        costs = {"polydl": [polydl_cost(problem, s, ctx) for s in schemes],
-                 "time": [predicted_seconds(problem, s, ctx) for s in schemes],
-                 "learned": list(-model.score(x))}
+        rankers = {r: make_ranker(r, ctx, **({"model": model_path, "online": False} if r in LEARNED else {}))
+                   for r in ("polydl", "time", "learned", "committee")}
+        costs = {r: ranker.costs(problem, schemes) for r, ranker in rankers.items()}
         row = {"layer": name, "schemes": len(secs), "best_gflops": problem_flops(problem) / best / 1e9,
                "fold": f"trained without {fold}: {n_layers} layers, {n_schemes} schemes"}
         for ranker, c in costs.items():
             order = [secs[i] for i in np.argsort(c, kind="stable")]
             row[ranker] = {"spearman": spearman(c, secs), **order_metrics(order, best)}
-        online = online_order(model, x, secs, np.random.default_rng(0))
-        row["learned-online"] = order_metrics([secs[i] for i in online], best)
+        for r in LEARNED:
+            online = online_order(make_ranker(r, ctx, model=model_path, online=True), problem, schemes, secs,
+                                  np.random.default_rng(0))
+            row[f"{r}-online"] = order_metrics([secs[i] for i in online], best)
         row["random"] = random_metrics(secs, best, rng)
         scatter[name] = {"measured": secs, "time": costs["time"], "learned": costs["learned"]}
         if args.retime:
@@ -169,7 +177,7 @@ def random_first(work_dir: str, n: int, measured: dict) -> str:
 
 
 def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
-    """Side by side, 5 rounds round-robin, each checked against numpy: the zero-trial pick (fold model), the best
+    """Side by side, 5 rounds round-robin, each checked against numpy: the zero-trial picks (fold model), the best
     of `trials` measured by the model strategy (fold model), the best of the random run's first `trials`, and the
     best of its 200."""
     import dataclasses
@@ -189,10 +197,12 @@ def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
     start = time.time()
     pick = pick_without_measuring(op, cpu, strategy_options={"model": model_path})
     pick_seconds = time.time() - start
+    alone = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "ranker": "learned"})
     model = tune(op, cpu, trials=trials, seed=0, work_dir=os.path.join(out, "work", f"{name}-model{trials}"),
                  strategy="model", strategy_options={"model": model_path}, progress=False)
-    texts = {"zero-trial": pick.scheme, f"model-{trials}": model.scheme,
-             f"random-{trials}": random_first(eval_dir, trials, measured), "best-of-200": min(measured, key=measured.get)}
+    texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme, f"model-{trials}": model.scheme,
+             f"random-{trials}": random_first(eval_dir, trials, measured),
+             "best-of-200": min(measured, key=measured.get)}
     problem = Problem.from_operator(op, cpu.lanes, cpu.isa.name)
     target = cpu.target(1)
     mods, checks = [], {}
@@ -208,7 +218,6 @@ def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
 
 
 def write(args, rows, scatter, cpu):
-    rankers = ("polydl", "time", "learned", "learned-online", "random")
     out = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "machine": cpu.name,
            "isa": cpu.isa.name, "threads": 1, "python": platform.python_version(),
            "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
@@ -220,30 +229,30 @@ def write(args, rows, scatter, cpu):
              "Per layer, 200 random tvm_ttile schemes each measured once (prepacked weights). top-1 / top-8: the "
              "best-ranked scheme / the best of the 8 best-ranked, as a share of the best of the 200 (GFLOPS); "
              "to 95%: schemes measured in ranked order until one within 95% of that best; random: expectation over "
-             "2000 shuffles of the same 200. Learned models never saw the layer's network.", "",
-             "| layer | " + " | ".join(f"{r} ρ" for r in rankers[:3]) + " | " +
-             " | ".join(f"{r} top-1" for r in rankers) + " | " + " | ".join(f"{r} top-8" for r in rankers) + " | " +
-             " | ".join(f"{r} to 95%" for r in rankers) + " |",
-             "|---|" + "---:|" * (3 + 3 * len(rankers))]
-    for r in rows:
-        lines.append(f"| {r['layer']} | " + " | ".join(f"{r[k]['spearman']:.2f}" for k in rankers[:3]) + " | " +
-                     " | ".join(f"{r[k]['top1']:.2f}" for k in rankers) + " | " +
-                     " | ".join(f"{r[k]['top8']:.2f}" for k in rankers) + " | " +
-                     " | ".join(f"{r[k]['trials_to_95']:.0f}" for k in rankers) + " |")
-    lines.append("| geomean | " + " | ".join(f"{statistics.mean(r[k]['spearman'] for r in rows):.2f}"
-                                           for k in rankers[:3]) + " | " +
-                 " | ".join(f"{geo([r[k]['top1'] for r in rows]):.3f}" for k in rankers) + " | " +
-                 " | ".join(f"{geo([r[k]['top8'] for r in rows]):.3f}" for k in rankers) + " | " +
-                 " | ".join(f"{geo([r[k]['trials_to_95'] for r in rows]):.1f}" for k in rankers) + " |")
-    lines.append("")
-    lines.append("(ρ column of the geomean row: the mean correlation.) Folds: " +
+             "2000 shuffles of the same 200; -online: as `--strategy model` runs, batches of 10 (1 explored at "
+             "random), the model refitted after each. Learned models never saw the layer's network.", ""]
+    metrics = (("spearman", "Spearman correlation of the ranker's cost with the measured seconds", SPEARMAN,
+                "{:.2f}", statistics.mean, "mean"),
+               ("top1", "top-1: the best-ranked scheme, share of the best of the 200", RANKERS, "{:.2f}", geo,
+                "geomean"),
+               ("top8", "top-8: the best of the 8 best-ranked, share of the best of the 200", RANKERS, "{:.2f}",
+                geo, "geomean"),
+               ("trials_to_95", "schemes measured in ranked order until one within 95% of the best", RANKERS,
+                "{:.0f}", geo, "geomean"))
+    for key, title, names, fmt, summary, summary_name in metrics:
+        lines += [f"**{title}**", "", "| layer | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+        lines += [f"| {r['layer']} | " + " | ".join(fmt.format(r[k][key]) for k in names) + " |" for r in rows]
+        lines += [f"| {summary_name} | " + " | ".join(f"{summary([r[k][key] for r in rows]):.3f}" for k in names) +
+                  " |", ""]
+    lines.append("Folds: " +
                  "; ".join(sorted({f"{r['layer'].split('-')[0]}: {r['fold']}" for r in rows})))
     if any("retime" in r for r in rows):
         labels = list(rows[0]["retime"]["gflops"])
         lines += ["", "## Picks timed side by side", "",
                   "Per layer, built again, checked against numpy and timed together (5 rounds round-robin, medians, "
-                  "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000, no "
-                  f"candidate timed), model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
+                  "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000 by the "
+                  "default ranker, no candidate timed), zero-trial learned (the same by the learned ranker alone), "
+                  f"model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
                   f"(the best of the random run's first {args.trials}), and the best of the 200.", "",
                   "| layer | " + " | ".join(labels) + " | verified | pick chosen in | model tuning |",
                   "|---|" + "---:|" * len(labels) + "---|---:|---:|"]

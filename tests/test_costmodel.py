@@ -116,6 +116,27 @@ def test_the_shipped_model_reads_these_features():
     assert len(ranker.rank(sp.problem, schemes)) == 20
 
 
+def test_the_committee_picks_the_lowest_rank_sum_then_each_members_best_in_turn():
+    class Fixed:  # a member whose costs are given
+        def __init__(self, costs):
+            self.given, self.heard = costs, 0
+
+        def costs(self, problem, schemes):
+            return self.given
+
+        def observe(self, problem, schemes, seconds):
+            self.heard += len(schemes)
+
+    ranker = make_ranker("committee", context())
+    # learned orders s3 s0 s1 s2 s4, time s1 s3 s4 s0 s2: rank sums s3 1, s1 2, s0 4, s4 6, s2 7
+    ranker.members = (Fixed([1, 2, 3, 0, 4]), Fixed([3, 0, 4, 1, 2]))
+    assert ranker.rank(None, ["s0", "s1", "s2", "s3", "s4"]) == ["s3", "s1", "s0", "s4", "s2"]
+    ranker.members = (Fixed([0, 1, 2, 3, 4]), Fixed([4, 3, 2, 1, 0]))  # opposite views: their own favourites next
+    assert ranker.rank(None, ["s0", "s1", "s2", "s3", "s4"]) == ["s0", "s4", "s1", "s3", "s2"]
+    ranker.observe(None, ["s0", "s1"], [1.0, 2.0])
+    assert [m.heard for m in ranker.members] == [2, 2] and ranker.rank(None, []) == []
+
+
 def test_bad_ranker_and_strategy_names_and_options_are_one_line():
     with pytest.raises(TTileError, match="unknown ranker 'nope'"):
         make_ranker("nope", context())
@@ -146,7 +167,7 @@ def strategy_sequence(name, seed, budget=25, skip=(), first=(), batch=7, options
 
 OPTIONS = {"random": {}, "model": {"pool": 200, "ranker": "time"}, "gbfs": {}, "na2c": {}}
 ALL = [(name, opts) for name in sorted(STRATEGIES) for opts in
-       ([OPTIONS[name]] + ([{"pool": 200, "ranker": "learned"}, {"pool": 200, "ranker": "polydl"}]
+       ([OPTIONS[name]] + ([{"pool": 200, "ranker": r} for r in ("learned", "polydl", "committee")]
                            if name == "model" else []))]
 
 

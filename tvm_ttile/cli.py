@@ -426,7 +426,7 @@ def _add_strategy_option(p) -> None:
                    help="an option of the search strategy: any: in_place_variants=0.2 (share of the "
                         "trials spent last on the fastest schemes again with a padded input read in place; 0 in "
                         "networks); random (the default): none; model: pool=2000 (schemes drawn and ranked), "
-                        "ranker=learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
+                        "ranker=committee|learned|time|polydl, online=true, explore=0.1; gbfs: rho=5, starts=8; "
                         "na2c: steps=3, tau=0.5, ...")
 
 

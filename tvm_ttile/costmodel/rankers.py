@@ -5,6 +5,8 @@
     learned   the pairwise network (pairwise.py) trained on measured records, shipped in tvm_ttile/data;
               with online=True it refits on the layer's own measurements as they arrive (as MetaSchedule's
               cost model does)
+    committee time and learned together: first the scheme with the lower sum of their two ranks, then each
+              member's next best in turn (learned, time, learned, ...)
 
 `costs(problem, schemes)`: lower is better. `observe(problem, schemes, seconds)`: measurements of this layer.
 """
@@ -24,6 +26,7 @@ MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "ranker_pairwise.
 class Ranker:
     NAME = "base"
     OPTIONS: dict = {}
+    LEARNS = False  # refits on the layer's measurements (takes the options model and online)
 
     def __init__(self, ctx: CostContext, **options):
         unknown = set(options) - set(self.OPTIONS)
@@ -60,6 +63,7 @@ class TimeRanker(Ranker):
 
 class LearnedRanker(Ranker):
     NAME = "learned"
+    LEARNS = True
     OPTIONS = {"model": ("", "a model file written by benchmarks/train_ranker.py (default: the shipped one)"),
                "online": (True, "refit on the layer's own measurements after each batch"),
                "refit_epochs": (60, "gradient steps of each online refit")}
@@ -105,7 +109,41 @@ class LearnedRanker(Ranker):
         self.model = model
 
 
-RANKERS = {r.NAME: r for r in (PolyDLRanker, TimeRanker, LearnedRanker)}
+class CommitteeRanker(Ranker):
+    """Neither member ranks best everywhere: the learned ranker's top pick was the better on a Zen 4, the
+    predicted time's on a Xeon, and a ranker trained on some networks misjudges schemes unlike theirs. Their
+    Borda winner is a safer single pick, and taking each one's best in turn puts both members' favourites among
+    the first few measured (benchmarks/results/ranking_xeon/NOTES.md: held-out layers, both CPUs' cases)."""
+    NAME = "committee"
+    LEARNS = True
+    OPTIONS = LearnedRanker.OPTIONS  # passed to the learned member
+
+    def __init__(self, ctx, **options):
+        super().__init__(ctx, **options)
+        self.members = (LearnedRanker(ctx, **self.options), TimeRanker(ctx))
+
+    def costs(self, problem, schemes):
+        """Each scheme's position in the committee's order."""
+        if not schemes:
+            return []
+        orders = [np.argsort(m.costs(problem, schemes), kind="stable") for m in self.members]
+        ranks = sum(np.argsort(o, kind="stable") for o in orders)  # a scheme's rank summed over the members
+        order = [int(np.argmin(ranks))]  # the first of the lowest sums, in drawn order
+        seen = set(order)
+        for i in (int(i) for pair in zip(*orders) for i in pair):
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+        position = np.empty(len(schemes), dtype=int)
+        position[order] = np.arange(len(schemes))
+        return list(position)
+
+    def observe(self, problem, schemes, seconds):
+        for m in self.members:
+            m.observe(problem, schemes, seconds)
+
+
+RANKERS = {r.NAME: r for r in (PolyDLRanker, TimeRanker, LearnedRanker, CommitteeRanker)}
 
 
 def make_ranker(name: str, ctx: CostContext, **options) -> Ranker:

@@ -14,8 +14,10 @@ class ModelStrategy(Strategy):
     NAME = "model"
     RANKS = True  # needs the CPU's cost context
     OPTIONS = {"pool": (2000, "schemes drawn and ranked per task"),
-               "ranker": ("learned", "polydl (PolyDL's Eq. 1), time (predicted seconds) or learned (pairwise network)"),
-               "online": (True, "the learned ranker refits on the task's measurements after each batch"),
+               "ranker": ("committee", "polydl (PolyDL's Eq. 1), time (predicted seconds), learned (pairwise "
+                          "network) or committee (time and learned together)"),
+               "online": (True, "the learned ranker (alone or in the committee) refits on the task's measurements "
+                          "after each batch"),
                "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool"),
                "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)")}
 
@@ -31,12 +33,12 @@ class ModelStrategy(Strategy):
             raise TTileError(f"strategy 'model' option 'pool' needs at least 1 scheme, got {self.options['pool']}")
 
     def start(self, space, sampler, budget, skip=(), first=(), context=None):
-        from ..costmodel.rankers import make_ranker
+        from ..costmodel.rankers import RANKERS, make_ranker
 
         if context is None:
             raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
         options = ({"online": self.options["online"], "model": self.options["model"]}
-                   if self.options["ranker"] == "learned" else {})
+                   if RANKERS[self.options["ranker"]].LEARNS else {})
         self.ranker = make_ranker(self.options["ranker"], context, **options)
         self.problem = space.problem
         self.rng = random.Random(sampler.seed)
@@ -60,7 +62,7 @@ class ModelStrategy(Strategy):
 
     def tell(self, schemes, seconds):
         self.ranker.observe(self.problem, schemes, seconds)
-        if self.ranker.NAME == "learned" and self.options["online"] and self.pool:
+        if self.ranker.LEARNS and self.options["online"] and self.pool:
             self.pool = self.ranker.rank(self.problem, self.pool)
 
     def top(self, n: int = 1) -> list:
