@@ -118,10 +118,10 @@ def test_min_reuse_floors_the_reuse_loop():
 
 def _grouped(scheme, problem) -> bool:
     """Are the levels above the reuse loop in the order weight dimension, reduction, pixels?"""
-    from tvm_ttile.scheme import Lambda, T
+    from tvm_ttile.scheme import Lambda, P, T
     from tvm_ttile.space import REDUCTION
 
-    levels = [s.dim for s in scheme.specs if isinstance(s, (T, Lambda))][:-1]  # the last T is the reuse loop
+    levels = [s.dim for s in scheme.specs if isinstance(s, (T, P, Lambda))][:-1]  # the last T is the reuse loop
     rank = [0 if d == problem.vector else 1 if d in REDUCTION[problem.op] else 2 for d in levels]
     return rank == sorted(rank)
 
@@ -139,10 +139,10 @@ def test_weights_first_orders_a_share_of_the_draws(problem):
 
 def _reduction_inner(scheme, problem) -> bool:
     """Are the reduction's levels above the reuse loop all below every output level?"""
-    from tvm_ttile.scheme import Lambda, T
+    from tvm_ttile.scheme import Lambda, P, T
     from tvm_ttile.space import REDUCTION
 
-    levels = [s.dim for s in scheme.specs if isinstance(s, (T, Lambda))][:-1]
+    levels = [s.dim for s in scheme.specs if isinstance(s, (T, P, Lambda))][:-1]
     rank = [1 if d in REDUCTION[problem.op] else 0 for d in levels]
     return rank == sorted(rank)
 

@@ -94,16 +94,17 @@ def test_small_c_prefers_r_s_unrolled_microkernels():
     assert not sp.reduction_innermost
 
 
-def test_small_c_with_no_window_microkernel_draws_the_reduction_innermost():
-    """A 7x7 window over 3 channels (ResNet's stem): no microkernel unrolls the window, so every drawn scheme puts
-    the window's and the channels' tiles right above the microkernel; other problems draw as before."""
+@pytest.mark.parametrize("sampler", ["ttile", "single", "levels", "nondivisible"])
+def test_small_c_with_no_window_microkernel_draws_the_reduction_innermost(sampler):
+    """A 7x7 window over 3 channels (ResNet's stem): no microkernel unrolls the window, so every scheme any sampler
+    draws puts the window's and the channels' tiles right above the microkernel; other problems draw as before."""
     from test_samplers import _reduction_inner
     from tvm_ttile.samplers import make_sampler
 
     kept = conv_kept("avx2", 8)
     stem = Space(Problem.from_operator(Conv2d(K=16, C=3, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept)
     assert stem.reduction_innermost and any("reduction's tiles innermost" in n for n in stem.notes)
-    drawn = make_sampler("ttile", seed=2).sample_many(stem, 30)
+    drawn = make_sampler(sampler, seed=2).sample_many(stem, 30)
     assert all(_reduction_inner(s, stem.problem) for s in drawn)
     assert not all(_reduction_inner(s, stem.problem) for s in make_sampler("ttile", seed=2).sample_many(
         Space(Problem.from_operator(Conv2d(K=16, C=8, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept), 30))

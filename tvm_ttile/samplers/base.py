@@ -185,11 +185,10 @@ class Sampler:
         dimensions' outside, the reduction's innermost. Each output tile then takes all of its reduction before
         the next starts: the order of MetaSchedule's best 3x3 conv2d kernels on the Zen 3, which the uniform draw
         seldom makes (benchmarks/results/sampler_reduction_inner.md). Draws nothing when the share is 0."""
+        if space.reduction_innermost:  # build() puts it so in every scheme, drawing nothing
+            return levels
         reduction = REDUCTION[space.problem.op]
-        in_reduction = lambda d: d in reduction  # noqa: E731
-        if space.reduction_innermost:  # the space asks it of every scheme, drawing nothing
-            return sorted(levels, key=lambda level: in_reduction(level[0]))
-        return self._reorder_a_share("reduction_inner", levels, in_reduction)
+        return self._reorder_a_share("reduction_inner", levels, lambda d: d in reduction)
 
     def _reorder_a_share(self, option: str, levels: list, rank) -> list:
         """`levels` stably sorted by rank(dimension) in a share `option` of the draws, else unchanged. A share of
@@ -200,6 +199,8 @@ class Sampler:
         return sorted(levels, key=lambda level: rank(level[0]))
 
     def build(self, space: Space, choice: Choice, reuse: int, levels: list, parallel=()) -> Scheme:
+        if space.reduction_innermost:  # the space asks it of every scheme, whichever sampler drew it
+            levels = sorted(levels, key=lambda level: level[0] in REDUCTION[space.problem.op])
         # The batch's levels go outermost (below the parallel level): a Lambda's or a partial nest's tensorized
         # region holds no batch loop. Batch 1 has none, so its schemes are unchanged.
         levels = [lv for lv in levels if lv[0] == "n"] + [lv for lv in levels if lv[0] != "n"]
