@@ -43,8 +43,9 @@ per_layer = {layer: statistics.median(v) for layer, v in ratios.items()}
 geo = math.exp(statistics.mean(math.log(v) for v in per_layer.values()))
 from tvm_ttile import cpu as cpu_mod
 cpu = cpu_mod.detect_host().describe()
+base_cache = f"BASE_CACHE={os.environ['BASE_CACHE']} " if os.environ.get("BASE_CACHE") else ""
 lines = [f"# Tuning at {base} (base) against {head} (head), {trials} trials, 1 thread", "",
-         f"Command: `BASE={base} LAYERS=\"{layers}\" SEEDS=\"{seeds}\" TRIALS={trials} OUT={os.path.relpath(out)} "
+         f"Command: `{base_cache}BASE={base} LAYERS=\"{layers}\" SEEDS=\"{seeds}\" TRIALS={trials} OUT={os.path.relpath(out)} "
          f"bash benchmarks/commit_ab.sh` (table written {time.strftime('%Y-%m-%d %H:%M')}); {cpu['cpu']} "
          f"({cpu['isa']}, {cpu['cores']} cores); weights prepacked; GFLOPS of each run's verified best (as its "
          "tuning measured it), the two runs of a layer and seed back to back.", "",
