@@ -37,6 +37,7 @@ from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
 
 NETWORK_OF = {"ResNet18": "resnet18", "Yolo9000": "darknet19"}
 BATCH, EXPLORE = 10, 1
+EPOCHS = 300  # training epochs of a fold model
 LEARNED = ("learned", "committee")  # the rankers that read a model file and refit online
 RANKERS = ("polydl", "time", "learned", "learned-online", "committee", "committee-online", "random")
 SPEARMAN = ("polydl", "time", "learned")  # a committee's cost is a position, not a prediction
@@ -83,9 +84,8 @@ def online_order(ranker, problem, schemes, secs, rng):
     left = list(range(len(secs)))
     order = []
     while left:
-        ranked = ranker.rank(problem, [schemes[i] for i in left])
-        index = {id(s): i for i, s in zip(left, [schemes[i] for i in left])}
-        ranked = [index[id(s)] for s in ranked]
+        index = {id(schemes[i]): i for i in left}
+        ranked = [index[id(s)] for s in ranker.rank(problem, [schemes[i] for i in left])]
         take = ranked[:BATCH - EXPLORE]
         rest = ranked[BATCH - EXPLORE:]
         if rest:
@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--eval", nargs="+", required=True)
     ap.add_argument("--train", nargs="+", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--epochs", type=int, default=300)
+    ap.add_argument("--epochs", type=int, default=EPOCHS)
     ap.add_argument("--retime", action="store_true")
     ap.add_argument("--trials", type=int, default=50, help="--retime: the model strategy's and random's budget")
     args = ap.parse_args()
@@ -126,16 +126,15 @@ def main():
             path = os.path.join(args.out, "work", f"ranker_without_{fold}.json")
             made = {"features": list(FEATURES), "trained_on": [os.path.relpath(t) for t in keep], "epochs": args.epochs}
             held = json.load(open(path)) if os.path.exists(path) else {}
-            if {k: held.get(k, args.epochs if k == "epochs" else None) for k in made} == made:
-                model = PairwiseRanker.from_json(held["model"])  # the same data and epochs: training is seeded
-                print(f"{path}: trained on the same records, reused", flush=True)
+            if {k: held.get(k, EPOCHS if k == "epochs" else None) for k in made} == made:  # older files: EPOCHS
+                print(f"{path}: trained on the same records, reused (training is seeded)", flush=True)
             else:
                 model = PairwiseRanker(len(FEATURES), seed=0)
                 model.fit(fold_groups, epochs=args.epochs)
                 with open(path, "w") as f:
                     json.dump({**made, "model": model.to_json()}, f)
-            models[fold] = (model, path, len(fold_groups), int(sum(len(t) for _, t in fold_groups)))
-        model, model_path, n_layers, n_schemes = models[fold]
+            models[fold] = (path, len(fold_groups), int(sum(len(t) for _, t in fold_groups)))
+        model_path, n_layers, n_schemes = models[fold]
         ((_, problem, measured),) = measured_layers(d)
         ctx = context_of(problem.op)
         schemes = [s for s, _ in measured]

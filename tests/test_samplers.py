@@ -116,13 +116,18 @@ def test_min_reuse_floors_the_reuse_loop():
     assert False in draws["uniform"]  # the paper's draw does go below the floor
 
 
+def _levels_above_reuse(scheme) -> list:
+    """The dimensions of a scheme's tile levels, outermost first, without the last: the reuse loop."""
+    from tvm_ttile.scheme import Lambda, P, T
+
+    return [s.dim for s in scheme.specs if isinstance(s, (T, P, Lambda))][:-1]
+
+
 def _grouped(scheme, problem) -> bool:
     """Are the levels above the reuse loop in the order weight dimension, reduction, pixels?"""
-    from tvm_ttile.scheme import Lambda, P, T
     from tvm_ttile.space import REDUCTION
 
-    levels = [s.dim for s in scheme.specs if isinstance(s, (T, P, Lambda))][:-1]  # the last T is the reuse loop
-    rank = [0 if d == problem.vector else 1 if d in REDUCTION[problem.op] else 2 for d in levels]
+    rank = [0 if d == problem.vector else 1 if d in REDUCTION[problem.op] else 2 for d in _levels_above_reuse(scheme)]
     return rank == sorted(rank)
 
 
@@ -139,11 +144,9 @@ def test_weights_first_orders_a_share_of_the_draws(problem):
 
 def _reduction_inner(scheme, problem) -> bool:
     """Are the reduction's levels above the reuse loop all below every output level?"""
-    from tvm_ttile.scheme import Lambda, P, T
     from tvm_ttile.space import REDUCTION
 
-    levels = [s.dim for s in scheme.specs if isinstance(s, (T, P, Lambda))][:-1]
-    rank = [1 if d in REDUCTION[problem.op] else 0 for d in levels]
+    rank = [1 if d in REDUCTION[problem.op] else 0 for d in _levels_above_reuse(scheme)]
     return rank == sorted(rank)
 
 

@@ -34,6 +34,14 @@ class Ranker:
             raise TTileError(f"ranker {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
         self.ctx = ctx
         self.options = {k: options.get(k, default) for k, (default, _) in self.OPTIONS.items()}
+        self._computed: dict = {}
+
+    def per_scheme(self, problem, scheme, compute):
+        """compute(problem, scheme, ctx) of one scheme, once: a pool is ranked again after every measured batch."""
+        key = (compute, problem, scheme.text)
+        if key not in self._computed:
+            self._computed[key] = compute(problem, scheme, self.ctx)
+        return self._computed[key]
 
     def costs(self, problem, schemes) -> list:
         raise NotImplementedError
@@ -51,14 +59,14 @@ class PolyDLRanker(Ranker):
     NAME = "polydl"
 
     def costs(self, problem, schemes):
-        return [polydl_cost(problem, s, self.ctx) for s in schemes]
+        return [self.per_scheme(problem, s, polydl_cost) for s in schemes]
 
 
 class TimeRanker(Ranker):
     NAME = "time"
 
     def costs(self, problem, schemes):
-        return [predicted_seconds(problem, s, self.ctx) for s in schemes]
+        return [self.per_scheme(problem, s, predicted_seconds) for s in schemes]
 
 
 class LearnedRanker(Ranker):
@@ -80,17 +88,9 @@ class LearnedRanker(Ranker):
         self.prior = PairwiseRanker.from_json(data["model"])
         self.model = self.prior
         self.seen: dict = {}  # scheme text -> (features, seconds) of this layer
-        self._features: dict = {}
-
-    def features(self, problem, scheme) -> list:
-        """One scheme's features, computed once (the pool is ranked again after every batch)."""
-        key = (problem, scheme.text)
-        if key not in self._features:
-            self._features[key] = features(problem, scheme, self.ctx)
-        return self._features[key]
 
     def costs(self, problem, schemes):
-        x = np.array([self.features(problem, s) for s in schemes])
+        x = np.array([self.per_scheme(problem, s, features) for s in schemes])
         return list(-self.model.score(x)) if len(x) else []
 
     def observe(self, problem, schemes, seconds):
@@ -98,7 +98,7 @@ class LearnedRanker(Ranker):
             return
         for s, t in zip(schemes, seconds):
             if t is not None:
-                self.seen[s.text] = (self.features(problem, s), t)
+                self.seen[s.text] = (self.per_scheme(problem, s, features), t)
         if len(self.seen) < 4:
             return
         x = np.array([f for f, _ in self.seen.values()])
