@@ -108,10 +108,10 @@ def test_confirm_all_after_tune_relax_style_tuning(tuned, host, conv, tmp_path):
 def test_confirm_top_default_comes_from_the_environment(monkeypatch):
     from tvm_ttile.errors import TTileError
 
-    monkeypatch.setenv("TVM_TTILE_CONFIRM_TOP", "3")
-    assert MeasureSettings().confirm_top == 3
+    monkeypatch.setenv("TVM_TTILE_CONFIRM_TOP", "4")
+    assert MeasureSettings().confirm_top == 4
     monkeypatch.delenv("TVM_TTILE_CONFIRM_TOP")
-    assert MeasureSettings().confirm_top == 5
+    assert MeasureSettings().confirm_top == 3
     monkeypatch.setenv("TVM_TTILE_CONFIRM_TOP", "-1")
     with pytest.raises(TTileError, match="TVM_TTILE_CONFIRM_TOP must be a whole number"):
         MeasureSettings()

@@ -392,7 +392,7 @@ def _non_negative(value):
 
 
 CONFIRM_HELP = ("after tuning, time the N fastest candidates of each task again together (3 round-robin rounds) and "
-                "keep the fastest then: one slow repeat can bury a good candidate on a shared machine (default 5, or "
+                "keep the fastest then: one slow repeat can bury a good candidate on a shared machine (default 3, or "
                 "$TVM_TTILE_CONFIRM_TOP; 0: off; the TVM baselines get the same)")
 PREPACK_HELP = ("weights are constants, as in a network: the tuned kernel may read them packed once at build "
                 "time, and timing leaves that packing out (tvm_ttile, MetaSchedule and the templates)")

@@ -14,6 +14,7 @@ Plain Python: sizes in bytes of fp32 elements; no TVM here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from ..scheme import Scheme, U, V, conv2d_footprint, matmul_footprint
@@ -63,9 +64,12 @@ class WorkingSet:
     bytes: int
 
 
-def loop_levels(problem: Problem, scheme: Scheme) -> list:
+@functools.lru_cache(maxsize=8192)
+def loop_levels(problem: Problem, scheme: Scheme) -> tuple:
     """The scheme's tiles from its outermost loop inwards to the microkernel's call (the last one). Footprints
-    take the larger part of a Lambda; executions count the sizes the scheme tiles (its Pad applied)."""
+    take the larger part of a Lambda; executions count the sizes the scheme tiles (its Pad applied). Cached:
+    a ranked scheme's working sets, traffic and features all start here (five calls per scheme, most of a
+    pool's ranking time); the Levels are frozen, read only."""
     fp_fn = FOOTPRINTS[problem.op](problem)
     sizes = scheme.padded_sizes(problem.size)
     specs = scheme.specs
@@ -100,7 +104,7 @@ def loop_levels(problem: Problem, scheme: Scheme) -> list:
     for i, (spec, executions, fps) in enumerate(out):
         trips = round(out[i + 1][1] / executions) if i + 1 < len(out) else 1
         levels.append(Level(spec, max(trips, 1), executions, fps))
-    return levels
+    return tuple(levels)
 
 
 def working_sets(problem: Problem, scheme: Scheme) -> list:
