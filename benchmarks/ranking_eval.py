@@ -11,12 +11,14 @@ committee = time and learned together, the default; -online = refit after each b
 shuffles):
 - Spearman correlation of the ranker's cost with the measured seconds;
 - top-1: the top-ranked of the 200 as a share of the best of the 200 (GFLOPS ratio); best of the top 8 likewise;
-- trials until a scheme within 95% of the best of 200 is measured.
+- trials until a scheme within 95% of the best of 200 is measured;
+- top-1 of a smaller pool: the top-ranked of n of the 200 drawn at random (expectation over 1000 draws), as a
+  share of the best of the 200: does the top of a larger pool land lower (the pick the models overrate most)?
 Learned models for a layer are trained on every --train work dir except the layer's own network's
 (ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's);
 a fold's model already in OUT/work, trained on the same dirs, is reused (training is seeded).
 --retime: the zero-trial picks (the top-ranked of a fresh pool of 2000 by the default ranker and by the learned
-one alone, the layer's fold model), the model strategy's best of --trials, random's best of its first --trials
+one alone, the layer's fold model; and the default ranker's of a pool of 200), the model strategy's best of --trials, random's best of its first --trials
 and the best of the 200, built again, checked against numpy and timed side by side, 5 rounds round-robin.
 No other heavy job may run during --retime.
 """
@@ -41,6 +43,8 @@ EPOCHS = 300  # training epochs of a fold model
 LEARNED = ("learned", "committee")  # the rankers that read a model file and refit online
 RANKERS = ("polydl", "time", "learned", "learned-online", "committee", "committee-online", "random")
 SPEARMAN = ("polydl", "time", "learned")  # a committee's cost is a position, not a prediction
+POOLS, POOL_DRAWS = (25, 50, 100, 200), 1000  # sub-pools of the 200 measured: top-1 against the pool's size
+POOL_RANKERS = ("time", "learned", "committee")
 
 
 def training_groups(train_dirs, context_of, work) -> list:
@@ -76,6 +80,19 @@ def order_metrics(order_secs: list, best: float) -> dict:
 def random_metrics(secs: list, best: float, rng) -> dict:
     runs = [order_metrics(list(rng.permutation(secs)), best) for _ in range(2000)]
     return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+
+
+def pool_metrics(ranker, problem, schemes, secs, best, rng) -> dict:
+    """{n: expected share of the best of the 200 reached by the top-ranked of n of them drawn at random}."""
+    out = {}
+    for n in POOLS:
+        shares = []
+        for _ in range(POOL_DRAWS if n < len(secs) else 1):
+            pick = rng.choice(len(secs), n, replace=False) if n < len(secs) else np.arange(len(secs))
+            costs = ranker.costs(problem, [schemes[i] for i in pick])
+            shares.append(best / secs[pick[int(np.argmin(costs))]])
+        out[n] = float(np.mean(shares))
+    return out
 
 
 def online_order(ranker, problem, schemes, secs, rng):
@@ -153,6 +170,8 @@ def main():
                                   np.random.default_rng(0))
             row[f"{r}-online"] = order_metrics([secs[i] for i in online], best)
         row["random"] = random_metrics(secs, best, rng)
+        row["pools"] = {r: pool_metrics(rankers[r], problem, schemes, secs, best, np.random.default_rng(1))
+                        for r in POOL_RANKERS}
         scatter[name] = {"measured": secs, "time": costs["time"], "learned": costs["learned"]}
         if args.retime:
             row["retime"] = retime(name, model_path, d, {sc.text: t for sc, t in measured}, cpu, args.out,
@@ -197,9 +216,11 @@ def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
     pick = pick_without_measuring(op, cpu, strategy_options={"model": model_path})
     pick_seconds = time.time() - start
     alone = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "ranker": "learned"})
+    small = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "pool": 200})
     model = tune(op, cpu, trials=trials, seed=0, work_dir=os.path.join(out, "work", f"{name}-model{trials}"),
                  strategy="model", strategy_options={"model": model_path}, progress=False)
-    texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme, f"model-{trials}": model.scheme,
+    texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme, "zero-trial pool 200": small.scheme,
+             f"model-{trials}": model.scheme,
              f"random-{trials}": random_first(eval_dir, trials, measured),
              "best-of-200": min(measured, key=measured.get)}
     problem = Problem.from_operator(op, cpu.lanes, cpu.isa.name)
@@ -243,6 +264,12 @@ def write(args, rows, scatter, cpu):
         lines += [f"| {r['layer']} | " + " | ".join(fmt.format(r[k][key]) for k in names) + " |" for r in rows]
         lines += [f"| {summary_name} | " + " | ".join(f"{summary([r[k][key] for r in rows]):.3f}" for k in names) +
                   " |", ""]
+    lines += ["**top-1 of a pool of n of the 200 drawn at random, share of the best of the 200 (geometric mean over "
+              f"the layers of the expectation over {POOL_DRAWS} draws)**", "",
+              "| ranker | " + " | ".join(f"n = {n}" for n in POOLS) + " |", "|---|" + "---:|" * len(POOLS)]
+    lines += [f"| {r} | " + " | ".join(f"{geo([row['pools'][r][n] for row in rows]):.3f}" for n in POOLS) + " |"
+              for r in POOL_RANKERS]
+    lines += [""]
     lines.append("Folds: " +
                  "; ".join(sorted({f"{r['layer'].split('-')[0]}: {r['fold']}" for r in rows})))
     if any("retime" in r for r in rows):
@@ -251,6 +278,7 @@ def write(args, rows, scatter, cpu):
                   "Per layer, built again, checked against numpy and timed together (5 rounds round-robin, medians, "
                   "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000 by the "
                   "default ranker, no candidate timed), zero-trial learned (the same by the learned ranker alone), "
+                  "zero-trial pool 200 (the default ranker's top of a fresh pool of 200), "
                   f"model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
                   f"(the best of the random run's first {args.trials}), and the best of the 200.", "",
                   "| layer | " + " | ".join(labels) + " | verified | pick chosen in | model tuning |",
