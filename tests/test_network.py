@@ -340,6 +340,9 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     # the network's defaults (weights-first, reduction-innermost) stay unless the command line overrides them
     assert report["sampler_options"] == {"min_reuse": 4, "reduction_inner": 0.5, "weights_first": 0.5}
     assert "min_reuse=4, reduction_inner=0.5, weights_first=0.5" in (work / "report.md").read_text()
+    # where the tuning time went: per policy in the summary, per task in the table
+    spent = sum(t["tuning_seconds"] for t in report["tasks"] if t["policy"] == "tvm_ttile")
+    assert spent > 0 and f"tvm_ttile {spent:.0f} s over 3 tasks" in (work / "report.md").read_text()
     assert report["correct"] and report["max_abs_error"]["tvm_ttile vs untuned"] <= 1e-3 * report["output_scale"]
     tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
     assert len(tuned) == 3 and all(t["trials"] == 2 and t["verified"] and t["gflops"] > 0 for t in tuned)

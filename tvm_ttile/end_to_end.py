@@ -203,15 +203,25 @@ def _options_text(r) -> str:
     return f" (sampler {options_text(opts)})" if opts else ""
 
 
+def _tuning_split(r) -> str:
+    """Where the tuning time went, by policy: "tvm_ttile 125 s over 16 tasks, metaschedule 32 s over 3"."""
+    by = {}
+    for t in r["tasks"]:
+        seconds, tasks = by.get(t["policy"], (0.0, 0))
+        by[t["policy"]] = (seconds + t.get("tuning_seconds", 0.0), tasks + 1)
+    return ", ".join(f"{p} {s:.0f} s over {n} task{'s' if n > 1 else ''}" for p, (s, n) in by.items())
+
+
 def format_report(r) -> str:
     total = sum(t["seconds"] * t["weight"] for t in r["tasks"] if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
              f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
              f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
-             f"{r['tuning_seconds']:.0f} s ({r['wall_seconds']:.0f} s wall in this run, resumed runs add up).", "",
+             f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
+             "runs add up).", "",
              "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
-             "trials | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "trials | tuning s | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     inside = r.get("in_network") or {"tasks_ms": {}}
     for t in sorted(r["tasks"], key=lambda t: -(t["seconds"] * t["weight"] if t["trials"] else 0)):
         share = 100 * t["seconds"] * t["weight"] / total if t["trials"] and total else float("nan")
@@ -219,7 +229,7 @@ def format_report(r) -> str:
         lines.append(f"| {t['name']} | {t['policy']} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
                      f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
                      f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
-                     + f" | {t['trials']} | {'yes' if t['verified'] else 'NO'} |")
+                     + f" | {t['trials']} | {t.get('tuning_seconds', 0.0):.0f} | {'yes' if t['verified'] else 'NO'} |")
     lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as tuning timed them: "
                   "alone, hot caches unless --cache-flush). ms alone: that time x calls; ms in network: the same "
                   "functions timed inside the running tvm_ttile network (per inference, all calls; median of "
