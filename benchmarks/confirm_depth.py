@@ -57,8 +57,8 @@ def main():
         geo = math.exp(statistics.fmean(math.log(x) for x in loss))
         lines.append(f"| {k} | {geo:.4f} | {loss[int(0.9 * len(loss))]:.4f} | {loss[int(0.99 * len(loss))]:.4f} | "
                      f"{sum(x > 1.02 for x in loss) / len(loss):.1%} |")
-    lines += ["", "The slowdown of depth k includes the noise of re-timing near-equal candidates (the fastest of 5 noisy "
-              "times is a low draw), so it is an upper bound of what depth k loses."]
+    lines += ["", "The slowdown of depth k includes the noise of re-timing near-equal candidates (the fastest of 5 "
+              "noisy times is a low draw), so it is an upper bound of what depth k loses."]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -18,8 +18,9 @@ Learned models for a layer are trained on every --train work dir except the laye
 (ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's);
 a fold's model already in OUT/work, trained on the same dirs, is reused (training is seeded).
 --retime: the zero-trial picks (the top-ranked of a fresh pool of 2000 by the default ranker and by the learned
-one alone, the layer's fold model; and the default ranker's of a pool of 200), the model strategy's best of --trials, random's best of its first --trials
-and the best of the 200, built again, checked against numpy and timed side by side, 5 rounds round-robin.
+one alone, the layer's fold model; and the default ranker's of a pool of 200), the model strategy's best of
+--trials, random's best of its first --trials and the best of the 200, built again, checked against numpy and
+timed side by side, 5 rounds round-robin.
 No other heavy job may run during --retime.
 """
 import argparse

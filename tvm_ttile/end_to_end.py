@@ -229,7 +229,8 @@ def format_report(r) -> str:
         lines.append(f"| {t['name']} | {t['policy']} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
                      f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
                      f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
-                     + f" | {t['trials']} | {t.get('tuning_seconds', 0.0):.0f} | {'yes' if t['verified'] else 'NO'} |")
+                     + f" | {t['trials']} | {t.get('tuning_seconds', 0.0):.0f} | "
+                     + f"{'yes' if t['verified'] else 'NO'} |")
     lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as tuning timed them: "
                   "alone, hot caches unless --cache-flush). ms alone: that time x calls; ms in network: the same "
                   "functions timed inside the running tvm_ttile network (per inference, all calls; median of "

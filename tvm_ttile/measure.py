@@ -51,9 +51,9 @@ class Measurement:
 
 def confirm_top_default() -> int:
     """3, or $TVM_TTILE_CONFIRM_TOP (e.g. 0 turns the re-timing off everywhere: quick experiments, the tests).
-    Re-timing the 3 fastest instead of 5 lost 0.2% (geometric mean) over 485 confirmations on four CPUs
-    (benchmarks/results/confirm_depth.md) and saves 2 builds and 6 timings per task (about 1.5 s on a
-    2-core Xeon, a tenth of a 16-trial task)."""
+    Re-timing the 3 fastest instead of 5 lost 0.2% (geometric mean) over the 485 confirmations the results
+    hold, from several CPUs (benchmarks/results/confirm_depth.md), and saves 2 builds and 6 timings per task
+    (about 1.5 s on a 2-core Xeon, a tenth of a 16-trial task)."""
     value = os.environ.get("TVM_TTILE_CONFIRM_TOP", "3")
     if not value.isdigit():
         raise TTileError(f"TVM_TTILE_CONFIRM_TOP must be a whole number >= 0 (0: off), got {value!r}")
