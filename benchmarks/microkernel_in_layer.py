@@ -1,5 +1,6 @@
 """Do microkernels run inside a layer at the rate the catalog measured them? Per layer of `ranking_eval.py`'s ground
-truth (200 random schemes measured), the measured schemes grouped by microkernel: how many, their best and median
+truth (200 random schemes measured), or of each conv2d task of a tuned work dir, the measured schemes grouped by
+microkernel: how many, their best and median
 GFLOPS inside the layer as a share of the catalog's rate for that microkernel, and what each call reads per
 reduction step: input pixels (rows x columns of the window its unrolled taps cover), vectors of output channels
 (weights loads), and how many of those pixels share one L1 set (NHWC: a pixel is C x 4 bytes, a row (W + padding)
@@ -44,13 +45,15 @@ def main():
     ctx = CostContext.for_cpu(cpu, "conv2d", 1)
     lines = [f"# Microkernels inside the layer against the catalog, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}` (no timing)", ""]
-    for d in args.dirs:
-        ((_, problem, measured),) = measured_layers(d)
+    layers = [(f"{os.path.basename(os.path.normpath(d))}" + (f" {key}" if len(found) > 1 else ""), problem, measured)
+              for d in args.dirs for found in [measured_layers(d)] for key, problem, measured in found
+              if problem.op == "conv2d"]
+    for name, problem, measured in layers:
         flops = 2.0 * problem.batch * math.prod(v for _, v in problem.sizes)
         groups = collections.defaultdict(list)
         for scheme, secs in measured:
             groups[microkernel_of(problem, scheme).scheme].append((scheme, flops / secs / 1e9))
-        lines += [f"## {os.path.basename(os.path.normpath(d))}: {dict(problem.sizes)}", "",
+        lines += [f"## {name}: {dict(problem.sizes)}, stride {problem.stride}", "",
                   "| microkernel | schemes | best GFLOPS | best / catalog | median / catalog | pixels per step | "
                   "most in one L1 set | output-channel vectors |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for text, rows in sorted(groups.items(), key=lambda kv: -max(g for _, g in kv[1])):
