@@ -2,7 +2,7 @@
 3x3 convolution (17x17, 1024 output channels: Yolo9000-18's shape) with several input channel counts C: at C = 512 a
 pixel is 2 KiB and every pixel falls in one of two L1 set groups; at C = 448 or 576 they spread over 16. Per C, the
 same two schemes (their channel tiles scaled to C): the 17-row, one-vector microkernel the rankers pick at zero
-trials and the 8/9-row, two-vector one of the best of 200 random draws. Each lowered, checked against numpy, timed
+trials and the 8/9-row, two-vector one of the best of 200 random draws (C: multiples of 64). Each lowered, checked against numpy, timed
 side by side, round-robin; weights prepacked.
 
     python benchmarks/l1_conflicts.py [--channels 448 512 576] [--rounds 7] --out FILE.md
@@ -24,11 +24,11 @@ SCHEMES = {
 }
 
 
-def set_groups(channels: int, way_bytes: int = 4096) -> int:
+def set_groups(channels: int, way_bytes: int = 4096, line: int = 64) -> int:
     """How many L1 set groups the pixels of one channel offset fall in (a pixel: channels x 4 bytes)."""
     import math
 
-    return way_bytes // math.gcd(channels * 4, way_bytes)
+    return way_bytes // max(math.gcd(channels * 4, way_bytes), line)
 
 
 def main():
@@ -56,6 +56,9 @@ def main():
     cpu_tensor_intrinsics_only()
     target = cpu.target(1)
     peak = cpu_mod.peak(cpu)["peak_gflops"]
+    from microkernel_in_layer import pixels_per_set
+    from tvm_ttile.space import microkernel_of
+
     cases, mods = [], []
     for c in args.channels:
         op = Conv2d(K=1024, C=c, H=17, W=17, R=3, S=3, pad=1, name=f"17x17-C{c}", prepack=True)
@@ -65,8 +68,9 @@ def main():
             sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
             lower(problem, Scheme.parse(text), sch)
             ok, err = verify(op, sch.mod, target)
+            per_set = pixels_per_set(problem, microkernel_of(problem, Scheme.parse(text)))[1]
             cases.append({"channels": c, "set_groups": set_groups(c), "microkernel": label, "scheme": text,
-                          "verified": ok, "max_abs_error": err, "flops": op.flops})
+                          "pixels_in_one_set": per_set, "verified": ok, "max_abs_error": err, "flops": op.flops})
             mods.append(sch.mod)
     timed = measure_modules(mods, target, MeasureSettings(), rounds=args.rounds)
     for case, m in zip(cases, timed):
@@ -80,15 +84,17 @@ def main():
     lines = [f"# L1 set conflicts of a 17-row microkernel, {cpu.name} ({cpu.isa.name}), 1 thread, peak {peak:.1f} "
              "GFLOPS", "", f"Command: `{command}` ({time.strftime('%Y-%m-%d %H:%M')}); {args.rounds} rounds "
              "round-robin, medians.", "",
+             "Most pixels in one L1 set: of the pixels one call reads per reduction step (the larger Lambda part).", "",
              "| input channels | L1 set groups of a channel offset | " + " | ".join(SCHEMES) + " | first / second |"
-             " verified |", "|---:|---:|" + "---:|" * len(SCHEMES) + "---:|---|"]
+             " most pixels in one set | verified |", "|---:|---:|" + "---:|" * len(SCHEMES) + "---:|---|---|"]
     for c in args.channels:
         row = [x for x in cases if x["channels"] == c]
         g = [x["gflops"] for x in row]
         ratio = f"{g[0] / g[1]:.2f}" if all(g) else "-"
         lines.append(f"| {c} | {row[0]['set_groups']} | " + " | ".join(
             f"{v:.1f} ({100 * v / peak:.0f}%)" if v else "failed" for v in g) + f" | {ratio} | "
-            f"{'yes' if all(x['verified'] for x in row) else 'NO'} |")
+            + " / ".join(str(x["pixels_in_one_set"]) for x in row)
+            + f" | {'yes' if all(x['verified'] for x in row) else 'NO'} |")
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
