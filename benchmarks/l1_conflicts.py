@@ -56,7 +56,7 @@ def main():
     cpu_tensor_intrinsics_only()
     target = cpu.target(1)
     peak = cpu_mod.peak(cpu)["peak_gflops"]
-    from microkernel_in_layer import pixels_per_set
+    from tvm_ttile.costmodel.working_sets import l1_pixels_per_set
     from tvm_ttile.space import microkernel_of
 
     cases, mods = [], []
@@ -68,7 +68,7 @@ def main():
             sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
             lower(problem, Scheme.parse(text), sch)
             ok, err = verify(op, sch.mod, target)
-            per_set = pixels_per_set(problem, microkernel_of(problem, Scheme.parse(text)))[1]
+            per_set = l1_pixels_per_set(problem, microkernel_of(problem, Scheme.parse(text)))[1]
             cases.append({"channels": c, "set_groups": set_groups(c), "microkernel": label, "scheme": text,
                           "pixels_in_one_set": per_set, "verified": ok, "max_abs_error": err, "flops": op.flops})
             mods.append(sch.mod)

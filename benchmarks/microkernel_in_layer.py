@@ -15,22 +15,6 @@ import os
 import statistics
 import sys
 
-L1_WAY_BYTES = 4096  # an L1 way's span on the CPUs seen here (48 KiB / 12 ways, 32 KiB / 8 ways)
-
-
-def pixels_per_set(problem, mk) -> tuple:
-    """(input pixels one call reads per reduction step, the most of them in one L1 set)."""
-    size = problem.size
-    g = lambda d: dict(mk.unroll).get(d, 1)  # noqa: E731
-    rows = (g("h") - 1) * problem.stride + (g("r") - 1) * problem.dilation + 1
-    cols = (g("w") - 1) * problem.stride + (g("s") - 1) * problem.dilation + 1
-    pixel = size["c"] * 4
-    row = (size["w"] - 1) * problem.stride + (size["s"] - 1) * problem.dilation + 1  # padded input width (pad 1)
-    sets = collections.Counter((i * row * pixel + j * pixel) % L1_WAY_BYTES // 64 for i in range(rows)
-                               for j in range(cols))
-    return rows * cols, max(sets.values())
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+")
@@ -39,6 +23,7 @@ def main():
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.costmodel import CostContext
     from tvm_ttile.costmodel.records import measured_layers
+    from tvm_ttile.costmodel.working_sets import l1_pixels_per_set
     from tvm_ttile.space import microkernel_of
 
     cpu = cpu_mod.detect_host()
@@ -60,7 +45,7 @@ def main():
             mk = microkernel_of(problem, rows[0][0])
             rate = ctx.rate(mk)
             g = [x for _, x in rows]
-            pixels, per_set = pixels_per_set(problem, mk)
+            pixels, per_set = l1_pixels_per_set(problem, mk)
             lines.append(f"| `{text}` | {len(g)} | {max(g):.1f} | {max(g) / rate:.2f} | "
                          f"{statistics.median(g) / rate:.2f} | {pixels} | {per_set} | {dict(mk.unroll).get('k', 1)} |")
         lines.append("")

@@ -36,6 +36,31 @@ def context(threads=1):
     return CostContext(100.0, (), levels, tuple(cache_capacities(cpu, threads)), threads, 16)
 
 
+def test_input_pixels_crowding_l1_sets_slow_the_time_ranker_only_there():
+    """A 17-row, 3x3-window microkernel on a 17x17 layer reads 19 x 3 input pixels per channel step: with 512 channels
+    (a pixel of 2 KiB) they fall in 2 set groups of a 4 KiB way, 29 in one; with 448, in 16 groups, 4 in one
+    (benchmarks/results/ranking_xeon/committee8/l1_conflicts_channels.md). A 48 KiB L1 has 12 such ways."""
+    from tvm_ttile.costmodel.analytic import l1_conflict_slowdown
+    from tvm_ttile.costmodel.working_sets import l1_pixels_per_set
+    from tvm_ttile.space import microkernel_of
+
+    text = "[T(64,k),T(2,c),T({c},c),T(17,w),T(32,c),U(3,s),U(3,r),U(17,h),V(k)]"
+    cpu = CPUModel("test", get_isa("avx512"), l1d_bytes=48 * 1024, l2_bytes=1 << 21, l3_bytes=1 << 24)
+    levels = (("L1", 1.0, 400.0), ("L2", 4.0, 200.0), ("L3", 20.0, 100.0), ("mem", 80.0, 20.0))
+    ctx = CostContext(100.0, (), levels, tuple(cache_capacities(cpu)), 1, 32)
+    slowed = {}
+    for c, per_set in ((512, 29), (448, 4)):
+        p = Problem.from_operator(Conv2d(K=1024, C=c, H=17, W=17, R=3, S=3, pad=1), 16, "avx512")
+        s = Scheme.parse(text.format(c=c // 64))
+        assert l1_pixels_per_set(p, microkernel_of(p, s)) == (57, per_set)
+        slowed[c] = l1_conflict_slowdown(p, s, ctx)
+        on, off = make_ranker("time", ctx), make_ranker("time", ctx, l1_conflicts=False)
+        assert on.costs(p, [s])[0] == pytest.approx(off.costs(p, [s])[0] * slowed[c])
+    assert slowed == {512: pytest.approx(29 / 24), 448: 1.0}
+    mm = matmul_problem()
+    assert l1_conflict_slowdown(mm, Scheme.parse("[T(2,i),T(8,j),T(4,i),T(64,k),U(8,i),V(j)]"), ctx) == 1.0
+
+
 def test_levels_of_a_matmul_scheme():
     p = matmul_problem()
     s = Scheme.parse("[T(2,i),T(8,j),T(4,i),T(64,k),U(8,i),V(j)]")

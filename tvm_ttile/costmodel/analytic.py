@@ -11,7 +11,8 @@ import dataclasses
 import math
 
 from ..space import Problem, microkernel_of
-from .working_sets import cache_capacities, loop_levels, per_cache, traffic, working_sets
+from .working_sets import (L1_WAY_BYTES, cache_capacities, l1_pixels_per_set, loop_levels, per_cache, traffic,
+                           working_sets)
 
 # What feeds each cache level: data coming into L1 is served at L2's bandwidth, and so on; the accumulators'
 # loads and stores ("L0") at L1's.
@@ -104,6 +105,18 @@ def predicted_seconds(problem: Problem, scheme, ctx: CostContext) -> float:
         return total
     chunks = scheme.parallel_chunks
     return total / chunks * -(-chunks // ctx.threads)
+
+
+def l1_conflict_slowdown(problem: Problem, scheme, ctx: CostContext) -> float:
+    """How much slower a conv2d microkernel runs inside the layer than the catalog timed it (on a compact input)
+    when the input pixels one call reads per reduction step crowd L1 sets: max(1, P / (2 W)), P the most pixels
+    in one set, W the L1's ways. A 17-row microkernel on a 17x17 layer lost nothing with 15 pixels per 12-way set,
+    a quarter with 29 and nearly half with 57; a 2-vector one likewise at 17 and 33
+    (benchmarks/results/ranking_xeon/committee8/l1_conflicts_channels.md)."""
+    if problem.op != "conv2d":
+        return 1.0
+    ways = max(ctx.capacities[0][1] // L1_WAY_BYTES, 1)
+    return max(1.0, l1_pixels_per_set(problem, microkernel_of(problem, scheme))[1] / (2 * ways))
 
 
 def polydl_cost(problem: Problem, scheme, ctx: CostContext) -> float:

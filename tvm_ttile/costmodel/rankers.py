@@ -1,7 +1,8 @@
 """Rankers: order drawn schemes before measuring them. One small class each, options declared as data.
 
     polydl    PolyDL's Eq. 1: working sets per cache level x latency / bandwidth (section 4.2.1)
-    time      predicted seconds: the microkernel's measured rate + the data moved between levels
+    time      predicted seconds: the microkernel's measured rate + the data moved between levels, slowed where
+              a microkernel's input pixels crowd L1 sets
     learned   the pairwise network (pairwise.py) trained on measured records, shipped in tvm_ttile/data;
               with online=True it refits on the layer's own measurements as they arrive (as MetaSchedule's
               cost model does)
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TTileError
-from .analytic import FEATURES, CostContext, features, polydl_cost, predicted_seconds
+from .analytic import FEATURES, CostContext, features, l1_conflict_slowdown, polydl_cost, predicted_seconds
 from .pairwise import PairwiseRanker
 
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "ranker_pairwise.json"
@@ -64,9 +65,14 @@ class PolyDLRanker(Ranker):
 
 class TimeRanker(Ranker):
     NAME = "time"
+    OPTIONS = {"l1_conflicts": (True, "slow the microkernels whose input pixels crowd L1 sets "
+                                "(analytic.l1_conflict_slowdown)")}
 
     def costs(self, problem, schemes):
-        return [self.per_scheme(problem, s, predicted_seconds) for s in schemes]
+        seconds = [self.per_scheme(problem, s, predicted_seconds) for s in schemes]
+        if not self.options["l1_conflicts"]:
+            return seconds
+        return [t * self.per_scheme(problem, s, l1_conflict_slowdown) for t, s in zip(seconds, schemes)]
 
 
 class LearnedRanker(Ranker):

@@ -125,6 +125,29 @@ def working_sets(problem: Problem, scheme: Scheme) -> list:
     return out
 
 
+L1_WAY_BYTES = 4096  # what one L1 way spans on the CPUs seen here (48 KiB / 12 ways, 32 KiB / 8 ways)
+
+
+def l1_pixels_per_set(problem: Problem, mk) -> tuple:
+    """(input pixels one conv2d microkernel call reads per reduction step, the most of them in one L1 set). In NHWC
+    a pixel is C x 4 bytes and a row (W - 1) x stride + (S - 1) x dilation + 1 pixels; the pixels read at one
+    channel offset share a set when their addresses agree modulo one way's span. Other operators: (0, 0)."""
+    if problem.op != "conv2d":
+        return 0, 0
+    size, unroll = problem.size, dict(mk.unroll)
+    g = lambda d: unroll.get(d, 1)  # noqa: E731
+    rows = (g("h") - 1) * problem.stride + (g("r") - 1) * problem.dilation + 1
+    cols = (g("w") - 1) * problem.stride + (g("s") - 1) * problem.dilation + 1
+    pixel = size["c"] * BYTES
+    row = ((size["w"] - 1) * problem.stride + (size["s"] - 1) * problem.dilation + 1) * pixel
+    sets: dict = {}
+    for i in range(rows):
+        for j in range(cols):
+            line = (i * row + j * pixel) % L1_WAY_BYTES // 64
+            sets[line] = sets.get(line, 0) + 1
+    return rows * cols, max(sets.values())
+
+
 def cache_capacities(cpu, threads: int = 1) -> list:
     """[(name, bytes)] of the levels a core can keep data in, exclusive caches (PolyDL's assumption): level i
     holds up to the sum of the sizes up to it. A core owns its L1 and L2 and an equal share of the L3."""
