@@ -8,7 +8,10 @@ threshold 2 W and the linear growth come from `l1_conflicts.py`'s channel sweep 
 that differ are built, checked against numpy and timed side by side with the best of the 200, 5 rounds round-robin.
 
     python benchmarks/l1_term_offline.py --eval DIR/<layer> ... --models RANKING_OUT/work --out FILE.md
-        [--zero-trial-seeds 4]
+        [--zero-trial-seeds 4] [--shapes FILE --other-model PATH]
+
+A layer that is not a named one (its work dir's name) comes from --shapes (`tvm-ttile compare --shapes`' format);
+one of no network the fold models know is ranked with --other-model.
 """
 import argparse
 import math
@@ -29,6 +32,8 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--zero-trial-seeds", type=int, default=0)
+    ap.add_argument("--shapes", help="a shapes file holding the layers that are not named ones")
+    ap.add_argument("--other-model", help="the model file for layers of no network in NETWORK_OF")
     args = ap.parse_args()
     import numpy as np
 
@@ -37,13 +42,19 @@ def main():
     from tvm_ttile.costmodel.analytic import l1_conflict_slowdown
     from tvm_ttile.costmodel.records import measured_layers
     from tvm_ttile.costmodel.rankers import CommitteeRanker, TimeRanker
+    from tvm_ttile.operators import get_layer, load_shapes
+
+    shapes = {op.name: op for op in load_shapes(args.shapes)} if args.shapes else {}
 
     cpu = cpu_mod.detect_host()
     ways = cpu.l1d_bytes // WAY_BYTES
     rows = []
     for d in args.eval:
         name = os.path.basename(os.path.normpath(d))
-        model = os.path.join(args.models, f"ranker_without_{NETWORK_OF[name.split('-')[0]]}.json")
+        fold = NETWORK_OF.get(name.split("-")[0])
+        model = os.path.join(args.models, f"ranker_without_{fold}.json") if fold else args.other_model
+        if not model:
+            sys.exit(f"{name}: of no network the fold models know; give --other-model")
         ((_, problem, measured),) = measured_layers(d)
         ctx = CostContext.for_cpu(cpu, problem.op, 1)
         schemes, secs = [s for s, _ in measured], [t for _, t in measured]
@@ -61,7 +72,8 @@ def main():
             row[label] = {**order_metrics(order, best),
                           "spearman": spearman(costs, secs) if label.startswith("time") else float("nan")}
         if args.zero_trial_seeds:
-            row["zero_trial"] = zero_trial(name, model, measured, args.zero_trial_seeds, cpu)
+            op = shapes[name] if name in shapes else get_layer(name)
+            row["zero_trial"] = zero_trial(op, model, measured, args.zero_trial_seeds, cpu)
         rows.append(row)
         print(name, {k: v for k, v in row.items() if k != "layer"}, flush=True)
     labels = ("time", "time + L1", "committee", "committee + L1")
@@ -95,7 +107,7 @@ def main():
     print("\n".join(lines))
 
 
-def zero_trial(name, model, measured, seeds, cpu) -> dict:
+def zero_trial(layer, model, measured, seeds, cpu) -> dict:
     """{"without": [share of the best of 200 per seed], "with": [...], "changed": n}."""
     import dataclasses
 
@@ -105,13 +117,12 @@ def zero_trial(name, model, measured, seeds, cpu) -> dict:
     from tvm_ttile.lowering import lower
     from tvm_ttile.measure import MeasureSettings, measure_modules
     from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
-    from tvm_ttile.operators import get_layer
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.space import Problem
     from tvm_ttile.tune import pick_without_measuring, verify
 
     cpu_tensor_intrinsics_only()
-    op = dataclasses.replace(get_layer(name), prepack=True)
+    op = dataclasses.replace(layer, prepack=True)
     shipped = rankers.TimeRanker.OPTIONS
     picks = {}
     for variant in ("without", "with"):  # the committee builds its time member with the class's defaults
@@ -130,7 +141,7 @@ def zero_trial(name, model, measured, seeds, cpu) -> dict:
         sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
         lower(problem, Scheme.parse(text), sch)
         if not verify(op, sch.mod, target)[0]:
-            raise SystemExit(f"{name}: {text} disagrees with numpy")
+            raise SystemExit(f"{layer.name}: {text} disagrees with numpy")
         mods.append(sch.mod)
     timed = measure_modules(mods, target, MeasureSettings(), rounds=5)
     gflops = {t: op.flops / statistics.median(m.seconds) / 1e9 for t, m in zip(texts, timed)}
