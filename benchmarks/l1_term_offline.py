@@ -4,7 +4,7 @@ schemes measured per layer) with its fold models: the time ranker and the commit
 P the most input pixels one microkernel call reads per reduction step in one L1 set, W the L1's ways). The
 threshold 2 W and the linear growth come from `l1_conflicts.py`'s channel sweep on Yolo9000-18's shape
 (results/ranking_xeon/committee8/l1_conflicts_channels.md): that layer is not a clean test. `--zero-trial-seeds N`: also the zero-trial pick (`tvm-ttile tune --trials 0`, a pool of
-2000, the fold model) with seeds 0..N-1, with and without the term (the time ranker's default set in this process); picks
+2000, the fold model) with seeds 0..N-1, with and without the term (`--strategy-option l1_conflicts=false`); picks
 that differ are built, checked against numpy and timed side by side with the best of the 200, 5 rounds round-robin.
 
     python benchmarks/l1_term_offline.py --eval DIR/<layer> ... --models RANKING_OUT/work --out FILE.md
@@ -22,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ranking_eval import NETWORK_OF, order_metrics, spearman  # noqa: E402
+from zero_trial_pools import timed_side_by_side  # noqa: E402
 
 WAY_BYTES = 4096
 
@@ -60,13 +61,10 @@ def main():
         schemes, secs = [s for s, _ in measured], [t for _, t in measured]
         best = min(secs)
         row = {"layer": name, "slowed": sum(l1_conflict_slowdown(problem, s, ctx) > 1 for s in schemes)}
-        plain = CommitteeRanker(ctx, model=model, online=False)
-        plain.members = (plain.members[0], TimeRanker(ctx, l1_conflicts=False))
-        term = CommitteeRanker(ctx, model=model, online=False)
-        term.members = (term.members[0], TimeRanker(ctx, l1_conflicts=True))
         for label, ranker in (("time", TimeRanker(ctx, l1_conflicts=False)),
-                              ("time + L1", TimeRanker(ctx, l1_conflicts=True)), ("committee", plain),
-                              ("committee + L1", term)):
+                              ("time + L1", TimeRanker(ctx, l1_conflicts=True)),
+                              ("committee", CommitteeRanker(ctx, model=model, online=False, l1_conflicts=False)),
+                              ("committee + L1", CommitteeRanker(ctx, model=model, online=False))):
             costs = ranker.costs(problem, schemes)
             order = [secs[i] for i in np.argsort(costs, kind="stable")]
             row[label] = {**order_metrics(order, best),
@@ -108,43 +106,21 @@ def main():
 
 
 def zero_trial(layer, model, measured, seeds, cpu) -> dict:
-    """{"without": [share of the best of 200 per seed], "with": [...], "changed": n}."""
+    """{"without": [share of the best of 200 per seed], "with": [...], "changed": n, "picks": ...}."""
     import dataclasses
 
-    import tvm
-
-    from tvm_ttile.costmodel import rankers
-    from tvm_ttile.lowering import lower
-    from tvm_ttile.measure import MeasureSettings, measure_modules
     from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
-    from tvm_ttile.scheme import Scheme
-    from tvm_ttile.space import Problem
-    from tvm_ttile.tune import pick_without_measuring, verify
+    from tvm_ttile.tune import pick_without_measuring
 
     cpu_tensor_intrinsics_only()
     op = dataclasses.replace(layer, prepack=True)
-    shipped = rankers.TimeRanker.OPTIONS
-    picks = {}
-    for variant in ("without", "with"):  # the committee builds its time member with the class's defaults
-        rankers.TimeRanker.OPTIONS = {**shipped, "l1_conflicts": (variant == "with", "")}
-        try:
-            picks[variant] = [pick_without_measuring(op, cpu, seed=seed, strategy_options={"model": model}).scheme
-                              for seed in range(seeds)]
-        finally:
-            rankers.TimeRanker.OPTIONS = shipped
+    picks = {variant: [pick_without_measuring(op, cpu, seed=seed, strategy_options={
+        "model": model, "l1_conflicts": variant == "with"}).scheme for seed in range(seeds)]
+        for variant in ("without", "with")}
     best = min(measured, key=lambda st: st[1])[0].text
-    texts = list(dict.fromkeys([best, *picks["without"], *picks["with"]]))
-    problem = Problem.from_operator(op, cpu.lanes, cpu.isa.name)
-    target = cpu.target(1)
-    mods = []
-    for text in texts:
-        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
-        lower(problem, Scheme.parse(text), sch)
-        if not verify(op, sch.mod, target)[0]:
-            raise SystemExit(f"{layer.name}: {text} disagrees with numpy")
-        mods.append(sch.mod)
-    timed = measure_modules(mods, target, MeasureSettings(), rounds=5)
-    gflops = {t: op.flops / statistics.median(m.seconds) / 1e9 for t, m in zip(texts, timed)}
+    gflops, verified = timed_side_by_side(op, [best, *picks["without"], *picks["with"]], cpu)
+    if not verified:
+        raise SystemExit(f"{layer.name}: a pick disagrees with numpy")
     return {"without": [gflops[t] / gflops[best] for t in picks["without"]],
             "with": [gflops[t] / gflops[best] for t in picks["with"]],
             "changed": sum(a != b for a, b in zip(picks["without"], picks["with"])), "picks": picks}

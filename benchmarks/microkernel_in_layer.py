@@ -30,9 +30,12 @@ def main():
     ctx = CostContext.for_cpu(cpu, "conv2d", 1)
     lines = [f"# Microkernels inside the layer against the catalog, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}` (no timing)", ""]
-    layers = [(f"{os.path.basename(os.path.normpath(d))}" + (f" {key}" if len(found) > 1 else ""), problem, measured)
-              for d in args.dirs for found in [measured_layers(d)] for key, problem, measured in found
-              if problem.op == "conv2d"]
+    layers = []  # (name, problem, measured) of every conv2d workload; a work dir's own name when it holds one
+    for d in args.dirs:
+        found = measured_layers(d)
+        name = os.path.basename(os.path.normpath(d))
+        layers += [(name if len(found) == 1 else f"{name} {key}", problem, measured)
+                   for key, problem, measured in found if problem.op == "conv2d"]
     for name, problem, measured in layers:
         flops = 2.0 * problem.batch * math.prod(v for _, v in problem.sizes)
         groups = collections.defaultdict(list)

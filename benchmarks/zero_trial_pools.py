@@ -35,21 +35,14 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    import tvm
-
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.costmodel.records import measured_layers
-    from tvm_ttile.lowering import lower
-    from tvm_ttile.measure import MeasureSettings, measure_modules
     from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
     from tvm_ttile.operators import get_layer
-    from tvm_ttile.scheme import Scheme
-    from tvm_ttile.space import Problem
-    from tvm_ttile.tune import pick_without_measuring, verify
+    from tvm_ttile.tune import pick_without_measuring
 
     cpu = cpu_mod.detect_host()
     cpu_tensor_intrinsics_only()
-    target = cpu.target(1)
     rows = []
     for d in args.eval:
         name = os.path.basename(os.path.normpath(d))
@@ -65,21 +58,35 @@ def main():
             for seed in range(args.seeds):
                 picks[(pool, seed)] = pick_without_measuring(op, cpu, seed=seed, strategy_options={
                     "model": model, "pool": pool}).scheme
-        texts = list(dict.fromkeys([best, *picks.values()]))
-        problem = Problem.from_operator(op, cpu.lanes, cpu.isa.name)
-        mods, verified = [], []
-        for text in texts:
-            sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
-            lower(problem, Scheme.parse(text), sch)
-            verified.append(verify(op, sch.mod, target)[0])
-            mods.append(sch.mod)
-        timed = measure_modules(mods, target, MeasureSettings(), rounds=ROUNDS)
-        gflops = {t: op.flops / statistics.median(m.seconds) / 1e9 for t, m in zip(texts, timed)}
+        gflops, verified = timed_side_by_side(op, [best, *picks.values()], cpu)
         share = {f"{pool}/{seed}": gflops[t] / gflops[best] for (pool, seed), t in picks.items()}
         rows.append({"layer": name, "best_of_200": best, "picks": {f"{p}/{s}": t for (p, s), t in picks.items()},
-                     "share_of_best": share, "verified": all(verified), "seconds": round(time.time() - start)})
+                     "share_of_best": share, "verified": verified, "seconds": round(time.time() - start)})
         print(name, {k: round(v, 3) for k, v in share.items()}, flush=True)
     write(args, rows, cpu)
+
+
+def timed_side_by_side(op, texts, cpu, rounds: int = ROUNDS) -> tuple:
+    """({scheme text: GFLOPS}, all verified) of the distinct schemes `texts` of `op`: each lowered, checked against
+    numpy, then all timed together, `rounds` rounds round-robin (medians)."""
+    import tvm
+
+    from tvm_ttile.lowering import lower
+    from tvm_ttile.measure import MeasureSettings, measure_modules
+    from tvm_ttile.scheme import Scheme
+    from tvm_ttile.space import Problem
+    from tvm_ttile.tune import verify
+
+    texts = list(dict.fromkeys(texts))
+    problem, target = Problem.from_operator(op, cpu.lanes, cpu.isa.name), cpu.target(1)
+    mods, verified = [], []
+    for text in texts:
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": op.prim_func(cpu.lanes)}))
+        lower(problem, Scheme.parse(text), sch)
+        verified.append(verify(op, sch.mod, target)[0])
+        mods.append(sch.mod)
+    timed = measure_modules(mods, target, MeasureSettings(), rounds=rounds)
+    return {t: op.flops / statistics.median(m.seconds) / 1e9 for t, m in zip(texts, timed)}, all(verified)
 
 
 def write(args, rows, cpu):

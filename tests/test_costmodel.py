@@ -57,6 +57,12 @@ def test_input_pixels_crowding_l1_sets_slow_the_time_ranker_only_there():
         on, off = make_ranker("time", ctx), make_ranker("time", ctx, l1_conflicts=False)
         assert on.costs(p, [s])[0] == pytest.approx(off.costs(p, [s])[0] * slowed[c])
     assert slowed == {512: pytest.approx(29 / 24), 448: 1.0}
+    # the model strategy's option reaches the committee's time member, and only it
+    for flag in (True, False):
+        strategy = make_strategy("model", l1_conflicts=flag, pool=1)
+        strategy.start(Space(p, conv_kept("avx512", 16)), make_sampler("ttile", seed=0), 1, context=ctx)
+        learned, time_member = strategy.ranker.members
+        assert time_member.options == {"l1_conflicts": flag} and "l1_conflicts" not in learned.options
     mm = matmul_problem()
     assert l1_conflict_slowdown(mm, Scheme.parse("[T(2,i),T(8,j),T(4,i),T(64,k),U(8,i),V(j)]"), ctx) == 1.0
 

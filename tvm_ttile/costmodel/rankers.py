@@ -124,11 +124,12 @@ class CommitteeRanker(Ranker):
     (benchmarks/results/ranking_xeon/NOTES.md)."""
     NAME = "committee"
     LEARNS = True
-    OPTIONS = LearnedRanker.OPTIONS  # passed to the learned member
+    OPTIONS = {**LearnedRanker.OPTIONS, **TimeRanker.OPTIONS}  # each member takes its own
 
     def __init__(self, ctx, **options):
         super().__init__(ctx, **options)
-        self.members = (LearnedRanker(ctx, **self.options), TimeRanker(ctx))
+        self.members = tuple(m(ctx, **{k: v for k, v in self.options.items() if k in m.OPTIONS})
+                             for m in (LearnedRanker, TimeRanker))
 
     def costs(self, problem, schemes):
         """Each scheme's position in the committee's order."""

@@ -19,7 +19,9 @@ class ModelStrategy(Strategy):
                "online": (True, "the learned ranker (alone or in the committee) refits on the task's measurements "
                           "after each batch"),
                "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool"),
-               "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)")}
+               "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)"),
+               "l1_conflicts": (True, "the predicted time (alone or in the committee) slows microkernels whose "
+                                "input pixels crowd L1 sets")}
 
     def __init__(self, **options):
         from ..costmodel.rankers import RANKERS
@@ -37,9 +39,9 @@ class ModelStrategy(Strategy):
 
         if context is None:
             raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
-        options = ({"online": self.options["online"], "model": self.options["model"]}
-                   if RANKERS[self.options["ranker"]].LEARNS else {})
-        self.ranker = make_ranker(self.options["ranker"], context, **options)
+        takes = RANKERS[self.options["ranker"]].OPTIONS  # the strategy's options that this ranker declares
+        self.ranker = make_ranker(self.options["ranker"], context,
+                                  **{k: v for k, v in self.options.items() if k in takes})
         self.problem = space.problem
         self.rng = random.Random(sampler.seed)
         skip = set(skip)
