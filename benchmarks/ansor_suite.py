@@ -65,7 +65,7 @@ def tune_workload(family, idx, cpu, args, root):
     from tvm_ttile.lowering import lower
     from tvm_ttile.measure import MeasureSettings
     from tvm_ttile.metaschedule import TTileSearch, TTileSpaceGenerator, open_database, records_of, ttile_problem
-    from tvm_ttile.microkernels.catalog import build_catalog
+    from tvm_ttile.microkernels.catalog import catalog_for
     from tvm_ttile.samplers.base import options_text
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import run_tuner
@@ -85,7 +85,7 @@ def tune_workload(family, idx, cpu, args, root):
     builds = {}
     runs = []
     if problem is not None:
-        catalog = build_catalog(cpu, problem.op)
+        catalog = catalog_for(cpu, problem)
         runs.append(("tvm_ttile", args.ttile_trials, TTileSpaceGenerator(),
                      TTileSearch(kept=catalog.kept, fallback=catalog.ranked(), threads=args.threads,
                                  sampler_options=args.sampler_options),

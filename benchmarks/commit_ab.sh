@@ -6,9 +6,27 @@
 #
 #   BASE=56f4c53 LAYERS="ResNet18-1" SEEDS="0 1 2 3" OUT=benchmarks/results/x.md bash benchmarks/commit_ab.sh
 #   BASE_CACHE=DIR ...                              # the base's own TVM_TTILE_CACHE (an older catalog format)
+#   SHAPES=benchmarks/shapes/windows.json ...       # the conv2d layers of a shapes file (LAYERS: some of its names)
 #   TABLE_ONLY=1 HEAD=<commit the run used> ...   # only the table, from the JSON outputs a run left in $WORK
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SHAPES=${SHAPES:-}
+shape_args() {  # the tune arguments of layer $1: --layer, or its sizes in $SHAPES
+  if [ -z "$SHAPES" ]; then echo "--layer $1"; return; fi
+  python - "$SHAPES" "$1" <<'PY'
+import json, sys
+layers = {d["name"]: d for d in json.load(open(sys.argv[1]))["layers"]}
+d = layers.get(sys.argv[2]) or sys.exit(f"no conv2d layer {sys.argv[2]!r} in {sys.argv[1]}")
+if d.get("op") != "conv2d":
+    sys.exit(f"{sys.argv[2]} is a {d.get('op')}, not a conv2d")
+pad = d.get("pad", 0)
+args = [f"--{k} {d[k]}" for k in ("K", "C", "H", "W", "R", "S", "stride", "dilation", "groups") if k in d]
+print(" ".join(args + [f"--pad {','.join(map(str, pad)) if isinstance(pad, list) else pad}"]))
+PY
+}
+if [ -n "$SHAPES" ] && [ -z "${LAYERS:-}${LAYER:-}" ]; then
+  LAYERS=$(python -c "import json, sys; print(' '.join(d['name'] for d in json.load(open(sys.argv[1]))['layers'] if d.get('op') == 'conv2d'))" "$SHAPES")
+fi
 BASE=${BASE:?set BASE (a commit)} LAYERS=${LAYERS:-${LAYER:?set LAYERS (or LAYER)}} OUT=${OUT:?set OUT}
 SEEDS=${SEEDS:-0 1 2 3} TRIALS=${TRIALS:-50} WORK=$(realpath -m "${WORK:-commit_ab_work}")
 HEAD_COMMIT=${HEAD:-$(git rev-parse --short HEAD)}
@@ -16,12 +34,13 @@ if [ -z "${TABLE_ONLY:-}" ]; then
   mkdir -p "$WORK"
   [ -d "$WORK/base" ] || git worktree add -f "$WORK/base" "$BASE" > /dev/null
   for L in $LAYERS; do
+    args=$(shape_args "$L")
     for S in $SEEDS; do
       for side in base head; do
         tree=$([ $side = base ] && echo "$WORK/base" || pwd)
         cache=$([ $side = base ] && echo "${BASE_CACHE:-${TVM_TTILE_CACHE:-}}" || echo "${TVM_TTILE_CACHE:-}")
         rm -rf "$WORK/$L-$side-$S"
-        (cd "$tree" && TVM_TTILE_CACHE="$cache" PYTHONPATH="$tree" python -m tvm_ttile tune conv2d --layer "$L" \
+        (cd "$tree" && TVM_TTILE_CACHE="$cache" PYTHONPATH="$tree" python -m tvm_ttile tune conv2d $args \
            --prepack --trials "$TRIALS" --seed "$S" --work-dir "$WORK/$L-$side-$S" --json) > "$WORK/$L-$side-$S.json"
       done
     done
@@ -44,8 +63,9 @@ geo = math.exp(statistics.mean(math.log(v) for v in per_layer.values()))
 from tvm_ttile import cpu as cpu_mod
 cpu = cpu_mod.detect_host().describe()
 base_cache = f"BASE_CACHE={os.environ['BASE_CACHE']} " if os.environ.get("BASE_CACHE") else ""
+shapes = f"SHAPES={os.environ['SHAPES']} " if os.environ.get("SHAPES") else ""
 lines = [f"# Tuning at {base} (base) against {head} (head), {trials} trials, 1 thread", "",
-         f"Command: `{base_cache}BASE={base} LAYERS=\"{layers}\" SEEDS=\"{seeds}\" TRIALS={trials} OUT={os.path.relpath(out)} "
+         f"Command: `{base_cache}{shapes}BASE={base} LAYERS=\"{layers}\" SEEDS=\"{seeds}\" TRIALS={trials} OUT={os.path.relpath(out)} "
          f"bash benchmarks/commit_ab.sh` (table written {time.strftime('%Y-%m-%d %H:%M')}); {cpu['cpu']} "
          f"({cpu['isa']}, {cpu['cores']} cores); weights prepacked; GFLOPS of each run's verified best (as its "
          "tuning measured it), the two runs of a layer and seed back to back.", "",

@@ -63,6 +63,35 @@ def test_interrupted_catalog_resumes(small_catalog, host, tmp_path, monkeypatch)
     assert json.loads(path.read_text())["complete"]
 
 
+def test_another_candidate_set_measures_only_its_new_members_and_keeps_the_others(small_catalog, host, tmp_path,
+                                                                                  monkeypatch):
+    """As a layer with a 1x7 window adds its microkernels: only the new ones are measured, the file keeps every
+    microkernel measured, and each catalog returned holds only the candidates asked for."""
+    _, first_path = small_catalog
+    path = tmp_path / "catalog_matmul.json"
+    path.write_text(first_path.read_text())
+    import tvm_ttile.measure as measure
+
+    real, seen = measure.measure_modules, []
+
+    def counting(mods, *a, **k):
+        seen.append(len(mods))
+        return real(mods, *a, **k)
+
+    monkeypatch.setattr(measure, "measure_modules", counting)
+    monkeypatch.setattr(cat_mod, "RETIME_BAND", 0.0)  # no second pass: count the first one only
+    red = family.measurement_red(host.isa, host.l1d_bytes)
+    new = [Microkernel.make("matmul", host.isa.name, host.lanes, red, i=i, j=2) for i in (2, 3)]
+    asked = few(host, "matmul")[1:3] + new
+    got = cat_mod.build_catalog(host, "matmul", candidates=asked, path=path)
+    assert seen == [2]
+    assert sorted(e["text"] for e in got.entries) == sorted(mk.text for mk in asked)
+    in_file = {e["text"] for e in json.loads(path.read_text())["entries"]}
+    assert in_file == {mk.text for mk in few(host, "matmul") + new}
+    again = cat_mod.build_catalog(host, "matmul", candidates=few(host, "matmul"), path=path)
+    assert seen == [2] and sorted(e["text"] for e in again.entries) == sorted(mk.text for mk in few(host, "matmul"))
+
+
 def test_candidates_near_the_threshold_are_measured_twice_and_keep_the_faster(host, tmp_path, monkeypatch):
     """A band as wide as everything: every candidate measured twice; the faster figure is the one kept, and an
     interruption before the second pass leaves an incomplete catalog that finishes the second pass only."""

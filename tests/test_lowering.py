@@ -589,3 +589,28 @@ def test_in_place_schemes_are_correct(host, seed):
     scheme = make_sampler("ttile", seed=0).sample(Space(mm_problem, matmul_kept(host.isa.name, host.lanes)))
     with pytest.raises(TTileError, match="InPlace reads a convolution's padded input; matmul has none"):
         lower(mm_problem, scheme.with_in_place("guard"), mm.prim_func(host.lanes))
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_window_row_and_column_microkernels_are_correct(host, case):
+    """Microkernels unrolling one row (1 x S) or one column (R x 1) of a window the base unrolls do not divide
+    (Inception's 1x7 and 7x1, ResNet's 7x7 stem over 3 channels, a 1x3 one), drawn from their space on odd shapes
+    with strides, padding and layout-free weights, against numpy."""
+    from tvm_ttile.microkernels import family
+
+    rng = random.Random(4000 + case)
+    lanes, isa = host.lanes, host.isa
+    R, S, C = [(1, 7, 5), (7, 1, 16), (7, 7, 3), (1, 3, 5)][case]
+    op = Conv2d(K=rng.choice([lanes, 2 * lanes - 3]), C=C, H=rng.choice([9, 13]), W=rng.choice([7, 11, 14]), R=R,
+                S=S, stride=rng.choice([1, 2]), pad=(R // 2, S // 2))
+    problem = Problem.from_operator(op, lanes, isa.name)
+    space = Space(problem, family.window_candidates(isa, 16, R, S))  # these alone, so every scheme uses one
+    drawn = make_sampler("ttile", seed=case).sample_many(space, 4)
+    assert drawn and all(f"U({R},r)" in s.text or f"U({S},s)" in s.text for s in drawn), [s.text for s in drawn]
+    for scheme in drawn:
+        func = op.prim_func(lanes)
+        if case % 2:
+            func = func.with_attr("layout_free_buffers", [1])
+        lowered = lower(problem, scheme, func)
+        got, ref = run(op, lowered.sch.mod, host.target())
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))

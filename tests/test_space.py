@@ -200,3 +200,29 @@ def test_the_fallback_combines_measured_microkernels_by_their_expected_rate():
     # with the 3-row member at 20%, the 7 rows of the Lambda run at 7 / (4 / 99 + 3 / 20) = 37%: the single first
     slow = fallback_choices(p, [(m, 20.0 if (m.get("h"), m.get("k")) == (3, 2) else g) for m, g in rated])
     assert not slow[0].combined and slow[0].mk.get("w") == 7
+
+
+def test_window_microkernels_serve_the_windows_the_base_unrolls_do_not_divide():
+    """1x7, 7x1 and the 7x7 stem get microkernels unrolling a row or a column of their window, within the register
+    model; 3x3 and 1x1 windows (and 6x6, which 3x3 divides) get none, so their spaces are as before. Over 3
+    channels the stem then draws only those, with the rest of the window right above them."""
+    from tvm_ttile.cpu import get_isa
+    from tvm_ttile.microkernels import family
+
+    assert family.window_unrolls(1, 7) == ((1, 7),) and family.window_unrolls(7, 1) == ((7, 1),)
+    assert family.window_unrolls(7, 7) == ((1, 7), (7, 1)) and family.window_unrolls(5, 5) == ((1, 5), (5, 1))
+    assert family.window_unrolls(3, 3) == family.window_unrolls(1, 1) == family.window_unrolls(6, 6) == ()
+    assert family.window_unrolls(1, 9) == ()  # longer than MAX_WINDOW_UNROLL: the base unrolls stay
+    for isa in ("avx2", "avx512"):
+        b = family.bounds(get_isa(isa))
+        got = family.window_candidates(get_isa(isa), 64, 7, 7)
+        assert got and {(mk.get("r"), mk.get("s")) for mk in got} == {(1, 7), (7, 1)}
+        assert all(b["out_min"] <= mk.output_registers <= b["out_max"] and
+                   mk.output_registers + 7 * mk.get("k") <= b["footprint_max"] for mk in got)
+        assert not {mk.text for mk in got} & {mk.text for mk in family.conv2d_candidates(get_isa(isa), 64)}
+    kept = conv_kept("avx2", 8) + family.window_candidates(get_isa("avx2"), 16, 7, 7)
+    stem = Space(Problem.from_operator(Conv2d(K=16, C=3, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept)
+    assert stem.choices and all(c.mk.get("r") * c.mk.get("s") == 7 for c in stem.choices)
+    assert stem.reduction_innermost
+    small3 = Space(Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=3, S=3, pad=1), 8, "avx2"), kept)
+    assert all(c.mk.get("r") == c.mk.get("s") == 3 for c in small3.choices) and not small3.reduction_innermost

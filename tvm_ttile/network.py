@@ -478,7 +478,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
     the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32});
     `strategy` ("random" or "model", strategies.STRATEGIES) orders what those tasks measure."""
-    from .microkernels.catalog import build_catalog
+    from .microkernels.catalog import catalog_for
     from .measure import default_builder, default_runner
     from .tune import run_tuner
 
@@ -518,7 +518,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         asked = _claim_task_dir(task_dir, workload, bool(before))
         if task.policy == "tvm_ttile":
             problem, _ = ttile_problem(task.mod, target)
-            catalog = build_catalog(cpu, problem.op)
+            catalog = catalog_for(cpu, problem)
             space, cost_model = TTileSpaceGenerator(), ms.cost_model.RandomModel()
             # Tasks of one operator and size (with other epilogues) share what they learn: a twin first
             # measures the best schemes of those tuned before it, then draws with another seed.

@@ -392,6 +392,11 @@ class Space:
             if rs:
                 self.choices = rs
                 self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE}: only microkernels unrolled along r and s")
+                window = problem.size["r"] * problem.size["s"]
+                if all(c.mk.get("r") * c.mk.get("s") < window for c in rs):
+                    # A row or a column of the window per call (the 7x7 stem's 1x7 and 7x1 microkernels): the rest
+                    # of the window's loops go right above the microkernel, as below.
+                    self.reduction_innermost = True
             elif problem.size["r"] * problem.size["s"] > 1:
                 # No microkernel unrolls this window (ResNet's 7x7 stem): its loops go right above the
                 # microkernel, so each output tile keeps its accumulators over the whole window (unrolling the

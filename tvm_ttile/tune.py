@@ -126,10 +126,10 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     trial_log = WorkDir(work_dir).trials
     fallback = ()
     if kept is None:  # the CPU's catalog, measured now if it is not cached (its own progress bar)
-        from .microkernels.catalog import build_catalog
+        from .microkernels.catalog import catalog_for
         from .space import Problem
 
-        catalog = build_catalog(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name).op)
+        catalog = catalog_for(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name))
         kept, fallback = catalog.kept, catalog.ranked()
     search = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
                          fallback=fallback, sampler_options=sampler_options or {}, strategy=strategy,
@@ -150,7 +150,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     from .costmodel import CostContext
     from .lowering import lower
     from .measure import measure_modules
-    from .microkernels.catalog import build_catalog
+    from .microkernels.catalog import catalog_for
     from .samplers import make_sampler
     from .space import Problem, Space
     from .strategies import make_strategy
@@ -163,7 +163,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     target = cpu.target(threads)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name)
-    catalog = build_catalog(cpu, problem.op)
+    catalog = catalog_for(cpu, problem)
     space = Space(problem, catalog.kept, catalog.ranked(), threads=threads)
     chooser = make_strategy("model", **(strategy_options or {}))
     chooser.plan(space, make_sampler(sampler, seed, **(sampler_options or {})), 1,

@@ -74,7 +74,7 @@ class TTileSearch(PySearchStrategy):
             self.delegate._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
-        from ..microkernels.catalog import build_catalog
+        from ..microkernels.catalog import catalog_for
         from ..samplers import make_sampler
 
         if self.delegate is not None:
@@ -86,7 +86,7 @@ class TTileSearch(PySearchStrategy):
         if self.kept is not None:
             kept, fallback = self.kept, self.fallback
         else:
-            catalog = build_catalog(self.cpu, self.problem.op, self.threshold)
+            catalog = catalog_for(self.cpu, self.problem, self.threshold)
             kept, fallback = catalog.kept, catalog.ranked()
         space = Space(self.problem, kept, fallback, threads=self.threads)
         if space.notes and self.trial_log:
@@ -104,6 +104,8 @@ class TTileSearch(PySearchStrategy):
         if self.strategy.RANKS:
             from ..costmodel import CostContext
 
+            # The rates of this problem's catalog (its window's microkernels too), whoever chose the microkernels.
+            catalog = catalog or catalog_for(self.cpu, self.problem, self.threshold)
             context = CostContext.for_cpu(self.cpu, self.problem.op, self.threads, catalog=catalog)
         self.strategy.plan(space, sampler, max_trials, skip=done, first=[Scheme.parse(t) for t in self.first],
                            context=context)

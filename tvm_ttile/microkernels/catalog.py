@@ -101,6 +101,10 @@ class Catalog:
     def classes(self) -> list:
         return classes_of(self.kept)
 
+    def only(self, texts: set) -> "Catalog":
+        """The same catalog with only the entries of these microkernels."""
+        return dataclasses.replace(self, entries=[e for e in self.entries if e["text"] in texts])
+
     def best(self) -> dict:
         ok = [e for e in self.entries if e.get("gflops")]
         if not ok:
@@ -131,7 +135,10 @@ def catalog_path(cpu, op):
 
 def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: bool = False, candidates=None,
                   settings=None, path=None, chunk: int = 32) -> Catalog:
-    """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few)."""
+    """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few, layers
+    with an unusual window add theirs: `catalog_for`). The file keeps every microkernel ever measured for the CPU;
+    the Catalog returned holds only the candidates asked for, so what one layer measured never enters another's
+    space."""
     from ..measure import MeasureSettings
     from . import family
 
@@ -144,10 +151,26 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
     cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red)
     cat = _cached(path, op, cpu, cands, threshold, rebuild)[2]
-    if cat is not None:
-        return cat
-    with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
-        return _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red)
+    if cat is None:
+        with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
+            cat = _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red)
+    return cat.only({mk.text for mk in cands})
+
+
+def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=None) -> Catalog:
+    """The catalog a problem draws from: its operator's, plus for a conv2d window the base unrolls do not divide
+    (1x7, 7x1, the 7x7 stem) the microkernels unrolling a row or a column of it, measured on first use."""
+    from . import family
+
+    cands = None
+    if problem.op == "conv2d":
+        size = problem.size
+        extra_unrolls = family.window_unrolls(size["r"], size["s"])
+        if extra_unrolls:
+            red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
+            cands = family.candidates("conv2d", cpu.isa, red) + family.window_candidates(cpu.isa, red, size["r"],
+                                                                                          size["s"])
+    return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings)
 
 
 def _cached(path, op, cpu, cands, threshold, rebuild):
@@ -178,6 +201,8 @@ def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> 
     target = cpu.target(1)
     bar = Progress(len(todo), f"{op} microkernels")
     entries = [done[mk.text] for mk in cands if mk.text in done]
+    asked = {mk.text for mk in cands}
+    others = [e for text, e in done.items() if text not in asked]  # measured for other layers: kept in the file
     measurer = {}
 
     def timed(part, bar):  # (microkernel, calls repeated in one timed call, measurement) for each of part
@@ -189,7 +214,7 @@ def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> 
         return zip(part, reps, measure_modules(mods, target, settings, progress=bar, **measurer))
 
     def save(complete=False):  # after every chunk: an interruption loses no finished measurement
-        cat = Catalog(op, cpu.describe(), peak, threshold, red, entries, settings.describe(),
+        cat = Catalog(op, cpu.describe(), peak, threshold, red, entries + others, settings.describe(),
                       time.time() - started, complete=complete)
         write_json(path, cat.to_json())
         return cat

@@ -16,25 +16,52 @@ def bounds(isa: ISA) -> dict:
     return {"out_min": -(-7 * r // 16), "out_max": 7 * r // 8, "footprint_max": 9 * r // 8, "k_max": 4}
 
 
-def conv2d_candidates(isa: ISA, red: int, rs_unrolls=(1, 3), heatmap_k_max: int = 6) -> list:
+BASE_WINDOW_UNROLLS = ((1, 1), (3, 3))  # (r, s) unrolls of the catalog every conv2d layer draws from
+MAX_WINDOW_UNROLL = 7  # the longest window row or column a window microkernel unrolls (Inception's 1x7, the stem)
+
+
+def conv2d_candidates(isa: ISA, red: int, rs_unrolls=BASE_WINDOW_UNROLLS, heatmap_k_max: int = 6) -> list:
+    b = bounds(isa)
+    found = {mk.name: mk for mk in _conv2d_unrolled(isa, red, rs_unrolls)}
+    for uk in range(1, heatmap_k_max + 1):  # the Fig. 6 slice: w = c = r = s = 1
+        for uh in range(1, b["out_max"] // uk + 1):
+            mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, h=uh, k=uk)
+            found.setdefault(mk.name, mk)
+    return sorted(found.values(), key=lambda m: m.name)
+
+
+def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls) -> list:
+    """Every (h, w, k) register tile per (r, s) unroll with its accumulators within [out_min, out_max] and its
+    accumulators + one step's weights (r x s x k vectors) within the register footprint."""
     b = bounds(isa)
     found = {}
-
-    def add(**f):
-        mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, **f)
-        found.setdefault(mk.name, mk)
-
-    for rs in rs_unrolls:
+    for ur, us in rs_unrolls:
         for uk in range(1, b["k_max"] + 1):
             for uh in range(1, b["out_max"] + 1):
                 for uw in range(1, b["out_max"] + 1):
                     out = uh * uw * uk
-                    if b["out_min"] <= out <= b["out_max"] and out + rs * rs * uk <= b["footprint_max"]:
-                        add(h=uh, w=uw, k=uk, r=rs, s=rs)
-    for uk in range(1, heatmap_k_max + 1):  # the Fig. 6 slice: w = c = r = s = 1
-        for uh in range(1, b["out_max"] // uk + 1):
-            add(h=uh, k=uk)
+                    if b["out_min"] <= out <= b["out_max"] and out + ur * us * uk <= b["footprint_max"]:
+                        mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, h=uh, w=uw, k=uk, r=ur, s=us)
+                        found.setdefault(mk.name, mk)
     return sorted(found.values(), key=lambda m: m.name)
+
+
+def window_unrolls(R: int, S: int) -> tuple:
+    """The (r, s) unrolls a conv2d layer with an R x S window needs beyond BASE_WINDOW_UNROLLS: a whole row (1, S)
+    and a whole column (R, 1) of its window, for windows the base unrolls do not divide (1x7, 7x1, 1x3, 5x5, the
+    7x7 stem). Not the whole window at once: its R x S weight vectors per output vector leave too few registers
+    for the accumulators above 3x3."""
+    if (R, S) in BASE_WINDOW_UNROLLS or (R % 3 == 0 and S % 3 == 0):
+        return ()
+    pairs = {(1, S), (R, 1)} - set(BASE_WINDOW_UNROLLS)
+    return tuple(sorted((r, s) for r, s in pairs if max(r, s) <= MAX_WINDOW_UNROLL))
+
+
+def window_candidates(isa: ISA, red: int, R: int, S: int) -> list:
+    """The microkernels of `window_unrolls(R, S)` within the register model's bounds (conv2d_candidates' rule,
+    the weights of one step r x s x k vectors): measured on first use by a layer with that window, so the
+    catalog every layer needs stays as quick to build as before."""
+    return _conv2d_unrolled(isa, red, window_unrolls(R, S))
 
 
 def matmul_candidates(isa: ISA, red: int, j_max: int = 6) -> list:
