@@ -205,7 +205,7 @@ def test_the_fallback_combines_measured_microkernels_by_their_expected_rate():
 def test_window_microkernels_serve_the_windows_the_base_unrolls_do_not_divide():
     """1x7, 7x1 and the 7x7 stem get microkernels unrolling a row or a column of their window, within the register
     model; 3x3 and 1x1 windows (and 6x6, which 3x3 divides) get none, so their spaces are as before. Over 3
-    channels the stem then draws only those, with the rest of the window right above them."""
+    channels the stem leaves them out (they measured slower there than 1x1 microkernels under its window's loops)."""
     from tvm_ttile.cpu import get_isa
     from tvm_ttile.microkernels import family
 
@@ -222,7 +222,12 @@ def test_window_microkernels_serve_the_windows_the_base_unrolls_do_not_divide():
         assert not {mk.text for mk in got} & {mk.text for mk in family.conv2d_candidates(get_isa(isa), 64)}
     kept = conv_kept("avx2", 8) + family.window_candidates(get_isa("avx2"), 16, 7, 7)
     stem = Space(Problem.from_operator(Conv2d(K=16, C=3, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept)
-    assert stem.choices and all(c.mk.get("r") * c.mk.get("s") == 7 for c in stem.choices)
+    assert stem.choices and all(c.mk.get("r") == c.mk.get("s") == 1 for c in stem.choices)
     assert stem.reduction_innermost
+    wide = Space(Problem.from_operator(Conv2d(K=16, C=16, H=28, W=28, R=7, S=7, stride=2, pad=3), 8, "avx2"), kept)
+    assert any(c.mk.get("s") == 7 for c in wide.choices) and any(c.mk.get("r") == 7 for c in wide.choices)
+    one_by_7 = Space(Problem.from_operator(Conv2d(K=16, C=3, H=17, W=17, R=1, S=7, pad=(0, 3)), 8, "avx2"),
+                     kept + family.window_candidates(get_isa("avx2"), 16, 1, 7))
+    assert one_by_7.choices and all(c.mk.get("s") == 7 for c in one_by_7.choices)  # the whole window per call
     small3 = Space(Problem.from_operator(Conv2d(K=16, C=3, H=12, W=12, R=3, S=3, pad=1), 8, "avx2"), kept)
     assert all(c.mk.get("r") == c.mk.get("s") == 3 for c in small3.choices) and not small3.reduction_innermost

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from .errors import TTileError
 from .microkernels.catalog import classes_of
+from .microkernels.family import window_unrolls
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import IN_PLACE_BORDERS, LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
@@ -388,15 +389,15 @@ class Space:
         if problem.op == "conv2d" and problem.size["c"] < SMALL_REUSE:
             # Too few c steps to amortize loading and storing the accumulators: reuse r and s as well
             # (the thesis' remedy for C = 3 layers; measured here: Yolo9000-0 36% -> 56% of peak).
+            # A row or a column of a larger window per call (the 7x7 stem's 1x7 and 7x1 microkernels) measured
+            # 3-4% slower there than 1x1 microkernels under the window's loops (awkward_xeon/windows_commit_ab.md).
+            size = problem.size
+            row_or_column = set(window_unrolls(size["r"], size["s"])) - {(size["r"], size["s"])}
+            self.choices = [c for c in self.choices if (c.mk.get("r"), c.mk.get("s")) not in row_or_column]
             rs = [c for c in self.choices if c.mk.get("r") > 1 or c.mk.get("s") > 1]
             if rs:
                 self.choices = rs
                 self.notes.append(f"C = {problem.size['c']} < {SMALL_REUSE}: only microkernels unrolled along r and s")
-                window = problem.size["r"] * problem.size["s"]
-                if all(c.mk.get("r") * c.mk.get("s") < window for c in rs):
-                    # A row or a column of the window per call (the 7x7 stem's 1x7 and 7x1 microkernels): the rest
-                    # of the window's loops go right above the microkernel, as below.
-                    self.reduction_innermost = True
             elif problem.size["r"] * problem.size["s"] > 1:
                 # No microkernel unrolls this window (ResNet's 7x7 stem): its loops go right above the
                 # microkernel, so each output tile keeps its accumulators over the whole window (unrolling the
