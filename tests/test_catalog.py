@@ -92,6 +92,24 @@ def test_another_candidate_set_measures_only_its_new_members_and_keeps_the_other
     assert seen == [2] and sorted(e["text"] for e in again.entries) == sorted(mk.text for mk in few(host, "matmul"))
 
 
+def test_catalog_for_asks_for_the_window_microkernels_a_layer_needs(host, monkeypatch):
+    """A 1x7 layer's catalog is the base family plus its 1x7 microkernels; a 3x3 or a matmul's is the base alone."""
+    from tvm_ttile.operators import Conv2d, Matmul
+    from tvm_ttile.space import Problem
+
+    asked = []
+    monkeypatch.setattr(cat_mod, "build_catalog", lambda cpu, op, threshold, candidates=None, settings=None:
+                        asked.append((op, candidates)))
+    red = family.measurement_red(host.isa, host.l1d_bytes)
+    for op in (Conv2d(K=64, C=64, H=17, W=17, R=1, S=7, pad=(0, 3)), Conv2d(K=64, C=64, H=17, W=17, R=3, S=3),
+               Matmul(M=8, N=64, K=64)):
+        cat_mod.catalog_for(host, Problem.from_operator(op, host.lanes, host.isa.name))
+    (op7, with_window), (op3, base), (opm, mm) = asked
+    assert (op7, op3, opm) == ("conv2d", "conv2d", "matmul") and base is None and mm is None
+    assert [mk.text for mk in with_window] == [mk.text for mk in family.candidates("conv2d", host.isa, red) +
+                                               family.window_candidates(host.isa, red, 1, 7)]
+
+
 def test_candidates_near_the_threshold_are_measured_twice_and_keep_the_faster(host, tmp_path, monkeypatch):
     """A band as wide as everything: every candidate measured twice; the faster figure is the one kept, and an
     interruption before the second pass leaves an incomplete catalog that finishes the second pass only."""
