@@ -591,18 +591,23 @@ def test_in_place_schemes_are_correct(host, seed):
         lower(mm_problem, scheme.with_in_place("guard"), mm.prim_func(host.lanes))
 
 
-@pytest.mark.parametrize("case", range(4))
+@pytest.mark.parametrize("case", range(5))
 def test_window_row_and_column_microkernels_are_correct(host, case):
     """Microkernels unrolling one row (1 x S) or one column (R x 1) of a window the base unrolls do not divide
-    (Inception's 1x7 and 7x1, a 7x7 over 8 channels, a 1x3 over 5), drawn from their space on odd shapes
-    with strides, padding and layout-free weights, against numpy."""
+    (Inception's 1x7 and 7x1, a 7x7 over 8 channels, a 1x3 over 5, a 1-d one of 5 taps), drawn from their space on
+    odd shapes    with strides, padding and layout-free weights, against numpy."""
     from tvm_ttile.microkernels import family
 
     rng = random.Random(4000 + case)
     lanes, isa = host.lanes, host.isa
-    R, S, C = [(1, 7, 5), (7, 1, 16), (7, 7, 8), (1, 3, 5)][case]
-    op = Conv2d(K=rng.choice([lanes, 2 * lanes - 3]), C=C, H=rng.choice([9, 13]), W=rng.choice([7, 11, 14]), R=R,
-                S=S, stride=rng.choice([1, 2]), pad=(R // 2, S // 2))
+    R, S, C = [(1, 7, 5), (7, 1, 16), (7, 7, 8), (1, 3, 5), (1, 5, 16)][case]
+    if case == 4:  # a 1-d convolution: the 2-d one of height 1 on its own buffers
+        from tvm_ttile.operators import Conv1d
+
+        op = Conv1d(K=lanes, C=C, W=31, S=S, pad=2)
+    else:
+        op = Conv2d(K=rng.choice([lanes, 2 * lanes - 3]), C=C, H=rng.choice([9, 13]), W=rng.choice([7, 11, 14]), R=R,
+                    S=S, stride=rng.choice([1, 2]), pad=(R // 2, S // 2))
     problem = Problem.from_operator(op, lanes, isa.name)
     space = Space(problem, family.window_candidates(isa, 16, R, S))  # these alone, so every scheme uses one
     drawn = make_sampler("ttile", seed=case).sample_many(space, 4)
