@@ -595,7 +595,7 @@ def test_in_place_schemes_are_correct(host, seed):
 def test_window_row_and_column_microkernels_are_correct(host, case):
     """Microkernels unrolling one row (1 x S) or one column (R x 1) of a window the base unrolls do not divide
     (Inception's 1x7 and 7x1, a 7x7 over 8 channels, a 1x3 over 5, a 1-d one of 5 taps), drawn from their space on
-    odd shapes    with strides, padding and layout-free weights, against numpy."""
+    odd shapes with strides, padding and layout-free weights, against numpy."""
     from tvm_ttile.microkernels import family
 
     rng = random.Random(4000 + case)
