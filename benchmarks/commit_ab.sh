@@ -6,26 +6,26 @@
 #
 #   BASE=56f4c53 LAYERS="ResNet18-1" SEEDS="0 1 2 3" OUT=benchmarks/results/x.md bash benchmarks/commit_ab.sh
 #   BASE_CACHE=DIR ...                              # the base's own TVM_TTILE_CACHE (an older catalog format)
-#   SHAPES=benchmarks/shapes/windows.json ...       # the conv2d layers of a shapes file (LAYERS: some of its names)
+#   SHAPES=benchmarks/shapes/windows.json ...       # the conv2d / conv1d layers of a shapes file (LAYERS: some of them)
 #   TABLE_ONLY=1 HEAD=<commit the run used> ...   # only the table, from the JSON outputs a run left in $WORK
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHAPES=${SHAPES:-}
-shape_args() {  # the tune arguments of layer $1: --layer, or its sizes in $SHAPES
-  if [ -z "$SHAPES" ]; then echo "--layer $1"; return; fi
+shape_args() {  # the tune arguments of layer $1: conv2d --layer, or its operator and sizes in $SHAPES
+  if [ -z "$SHAPES" ]; then echo "conv2d --layer $1"; return; fi
   python - "$SHAPES" "$1" <<'PY'
 import json, sys
 layers = {d["name"]: d for d in json.load(open(sys.argv[1]))["layers"]}
-d = layers.get(sys.argv[2]) or sys.exit(f"no conv2d layer {sys.argv[2]!r} in {sys.argv[1]}")
-if d.get("op") != "conv2d":
-    sys.exit(f"{sys.argv[2]} is a {d.get('op')}, not a conv2d")
+d = layers.get(sys.argv[2]) or sys.exit(f"no layer {sys.argv[2]!r} in {sys.argv[1]}")
+if d.get("op") not in ("conv2d", "conv1d"):
+    sys.exit(f"{sys.argv[2]} is a {d.get('op')}, not a conv2d or conv1d")
 pad = d.get("pad", 0)
-args = [f"--{k} {d[k]}" for k in ("K", "C", "H", "W", "R", "S", "stride", "dilation", "groups") if k in d]
+args = [d["op"]] + [f"--{k} {d[k]}" for k in ("K", "C", "H", "W", "R", "S", "stride", "dilation", "groups") if k in d]
 print(" ".join(args + [f"--pad {','.join(map(str, pad)) if isinstance(pad, list) else pad}"]))
 PY
 }
 if [ -n "$SHAPES" ] && [ -z "${LAYERS:-}${LAYER:-}" ]; then
-  LAYERS=$(python -c "import json, sys; print(' '.join(d['name'] for d in json.load(open(sys.argv[1]))['layers'] if d.get('op') == 'conv2d'))" "$SHAPES")
+  LAYERS=$(python -c "import json, sys; print(' '.join(d['name'] for d in json.load(open(sys.argv[1]))['layers'] if d.get('op') in ('conv2d', 'conv1d')))" "$SHAPES")
 fi
 BASE=${BASE:?set BASE (a commit)} LAYERS=${LAYERS:-${LAYER:?set LAYERS (or LAYER)}} OUT=${OUT:?set OUT}
 SEEDS=${SEEDS:-0 1 2 3} TRIALS=${TRIALS:-50} WORK=$(realpath -m "${WORK:-commit_ab_work}")
@@ -40,7 +40,7 @@ if [ -z "${TABLE_ONLY:-}" ]; then
         tree=$([ $side = base ] && echo "$WORK/base" || pwd)
         cache=$([ $side = base ] && echo "${BASE_CACHE:-${TVM_TTILE_CACHE:-}}" || echo "${TVM_TTILE_CACHE:-}")
         rm -rf "$WORK/$L-$side-$S"
-        (cd "$tree" && TVM_TTILE_CACHE="$cache" PYTHONPATH="$tree" python -m tvm_ttile tune conv2d $args \
+        (cd "$tree" && TVM_TTILE_CACHE="$cache" PYTHONPATH="$tree" python -m tvm_ttile tune $args \
            --prepack --trials "$TRIALS" --seed "$S" --work-dir "$WORK/$L-$side-$S" --json) > "$WORK/$L-$side-$S.json"
       done
     done
