@@ -93,7 +93,8 @@ def test_another_candidate_set_measures_only_its_new_members_and_keeps_the_other
 
 
 def test_catalog_for_asks_for_the_window_microkernels_a_layer_needs(host, monkeypatch):
-    """A 1x7 layer's catalog is the base family plus its 1x7 microkernels; a 3x3 or a matmul's is the base alone."""
+    """A 1x7 layer's catalog is the base family plus its 1x7 microkernels; a 3x3, a matmul's or the 7x7 stem's (3
+    channels) is the base alone."""
     from tvm_ttile.operators import Conv2d, Matmul
     from tvm_ttile.space import Problem
 
@@ -102,10 +103,11 @@ def test_catalog_for_asks_for_the_window_microkernels_a_layer_needs(host, monkey
                         asked.append((op, candidates)))
     red = family.measurement_red(host.isa, host.l1d_bytes)
     for op in (Conv2d(K=64, C=64, H=17, W=17, R=1, S=7, pad=(0, 3)), Conv2d(K=64, C=64, H=17, W=17, R=3, S=3),
-               Matmul(M=8, N=64, K=64)):
+               Matmul(M=8, N=64, K=64), Conv2d(K=64, C=3, H=32, W=32, R=7, S=7, stride=2, pad=3)):
         cat_mod.catalog_for(host, Problem.from_operator(op, host.lanes, host.isa.name))
-    (op7, with_window), (op3, base), (opm, mm) = asked
+    (op7, with_window), (op3, base), (opm, mm), (_, stem) = asked
     assert (op7, op3, opm) == ("conv2d", "conv2d", "matmul") and base is None and mm is None
+    assert stem is None  # 3 channels: a row or column of the 7x7 is not wanted, so nothing is measured for it
     assert [mk.text for mk in with_window] == [mk.text for mk in family.candidates("conv2d", host.isa, red) +
                                                family.window_candidates(host.isa, red, 1, 7)]
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from .errors import TTileError
 from .microkernels.catalog import classes_of
-from .microkernels.family import window_unrolls
+from .microkernels.family import FEW_CHANNELS, window_unrolls
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import IN_PLACE_BORDERS, LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
@@ -363,7 +363,7 @@ def fallback_choices(problem: Problem, rated, n: int = FALLBACK_CHOICES) -> list
     return sorted(choices, key=lambda c: (-rate(c), c.combined))[:n]
 
 
-SMALL_REUSE = 8  # below this many c steps, microkernels must also unroll r and s (when one fits)
+SMALL_REUSE = FEW_CHANNELS  # below this many c steps, microkernels must also unroll r and s (when one fits)
 
 
 class Space:
@@ -389,11 +389,10 @@ class Space:
         if problem.op == "conv2d" and problem.size["c"] < SMALL_REUSE:
             # Too few c steps to amortize loading and storing the accumulators: reuse r and s as well
             # (the thesis' remedy for C = 3 layers; measured here: Yolo9000-0 36% -> 56% of peak).
-            # A row or a column of a larger window per call (the 7x7 stem's 1x7 and 7x1 microkernels) measured
-            # 3-4% slower there than 1x1 microkernels under the window's loops (awkward_xeon/windows_commit_ab.md).
+            # Window microkernels this few channels do not want (family.window_unrolls), whoever passed them.
             size = problem.size
-            row_or_column = set(window_unrolls(size["r"], size["s"])) - {(size["r"], size["s"])}
-            self.choices = [c for c in self.choices if (c.mk.get("r"), c.mk.get("s")) not in row_or_column]
+            unwanted = set(window_unrolls(size["r"], size["s"])) - set(window_unrolls(size["r"], size["s"], size["c"]))
+            self.choices = [c for c in self.choices if (c.mk.get("r"), c.mk.get("s")) not in unwanted]
             rs = [c for c in self.choices if c.mk.get("r") > 1 or c.mk.get("s") > 1]
             if rs:
                 self.choices = rs

@@ -165,11 +165,10 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
     cands = None
     if problem.op == "conv2d":
         size = problem.size
-        extra_unrolls = family.window_unrolls(size["r"], size["s"])
-        if extra_unrolls:
+        if family.window_unrolls(size["r"], size["s"], size["c"]):
             red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
             cands = family.candidates("conv2d", cpu.isa, red) + family.window_candidates(cpu.isa, red, size["r"],
-                                                                                          size["s"])
+                                                                                          size["s"], size["c"])
     return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings)
 
 

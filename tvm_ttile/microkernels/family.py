@@ -46,22 +46,29 @@ def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls) -> list:
     return sorted(found.values(), key=lambda m: m.name)
 
 
-def window_unrolls(R: int, S: int) -> tuple:
+FEW_CHANNELS = 8  # below this many input channels, only microkernels unrolling the whole window pay (space.py)
+
+
+def window_unrolls(R: int, S: int, channels: int | None = None) -> tuple:
     """The (r, s) unrolls a conv2d layer with an R x S window needs beyond BASE_WINDOW_UNROLLS: a whole row (1, S)
     and a whole column (R, 1) of its window, for windows the base unrolls do not divide (1x7, 7x1, 1x3, 5x5, the
     7x7 stem). Not the whole window at once: its R x S weight vectors per output vector leave too few registers
-    for the accumulators above 3x3."""
+    for the accumulators above 3x3. With fewer than FEW_CHANNELS input `channels`, only the whole window: a row or a
+    column of the 7x7 stem's per call measured 3-4% slower than 1x1 microkernels under the window's loops
+    (benchmarks/results/awkward_xeon/windows_commit_ab.md)."""
     if (R, S) in BASE_WINDOW_UNROLLS or (R % 3 == 0 and S % 3 == 0):
         return ()
     pairs = {(1, S), (R, 1)} - set(BASE_WINDOW_UNROLLS)
+    if channels is not None and channels < FEW_CHANNELS:
+        pairs &= {(R, S)}
     return tuple(sorted((r, s) for r, s in pairs if max(r, s) <= MAX_WINDOW_UNROLL))
 
 
-def window_candidates(isa: ISA, red: int, R: int, S: int) -> list:
+def window_candidates(isa: ISA, red: int, R: int, S: int, channels: int | None = None) -> list:
     """The microkernels of `window_unrolls(R, S)` within the register model's bounds (conv2d_candidates' rule,
     the weights of one step r x s x k vectors): measured on first use by a layer with that window, so the
     catalog every layer needs stays as quick to build as before."""
-    return _conv2d_unrolled(isa, red, window_unrolls(R, S))
+    return _conv2d_unrolled(isa, red, window_unrolls(R, S, channels))
 
 
 def matmul_candidates(isa: ISA, red: int, j_max: int = 6) -> list:
