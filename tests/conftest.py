@@ -43,7 +43,8 @@ def small_catalog(monkeypatch):
     kept = {"conv2d": conv_kept, "matmul": matmul_kept, "depthwise": lambda isa, lanes, red: depthwise_kept(isa, lanes)}
     monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
     real_window = family.window_candidates
-    monkeypatch.setattr(family, "window_candidates", lambda isa, red, R, S: real_window(isa, red, R, S)[:4])
+    monkeypatch.setattr(family, "window_candidates",
+                        lambda isa, red, R, S, channels=None: real_window(isa, red, R, S, channels)[:4])
 
 
 def pytest_xdist_auto_num_workers(config):
