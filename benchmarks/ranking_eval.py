@@ -6,7 +6,8 @@ trained only on other networks' records (PolyDL's split: train on some networks,
         [--retime]
 
 Per layer and ranker (polydl = PolyDL's Eq. 1, time = predicted seconds, learned = pairwise network,
-committee = time and learned together, the default; -online = refit after each batch of 10, as
+committee = time and learned together, led by the lowest sum of their ranks (committee) or by the
+time ranker's pick (committee-time); -online = refit after each batch of 10, as
 `--strategy model` runs, 1 of 10 explored at random; random = the measured order's expectation over 2000
 shuffles):
 - Spearman correlation of the ranker's cost with the measured seconds;
@@ -15,12 +16,13 @@ shuffles):
 - top-1 of a smaller pool: the top-ranked of n of the 200 drawn at random (expectation over 1000 draws), as a
   share of the best of the 200: does the top of a larger pool land lower (the pick the models overrate most)?
 Learned models for a layer are trained on every --train work dir except the layer's own network's
-(ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's);
+(ResNet18-* leaves out dirs named resnet18, Yolo9000-* those named darknet19: Yolo9000's layers are Darknet-19's;
+a layer of --shapes, from no trained-on network, gets the model trained on them all);
 a fold's model already in OUT/work, trained on the same dirs, is reused (training is seeded).
 --retime: the zero-trial picks (the top-ranked of a fresh pool of 2000 by the default ranker and by the learned
-one alone, the layer's fold model; and the default ranker's of a pool of 200), the model strategy's best of
---trials, random's best of its first --trials and the best of the 200, built again, checked against numpy and
-timed side by side, 5 rounds round-robin.
+one alone, the layer's fold model, and by the predicted time alone; and the default ranker's of a pool of 200),
+the model strategy's best of --trials, random's best of its first --trials and the best of the 200, built again,
+checked against numpy and timed side by side, 5 rounds round-robin.
 No other heavy job may run during --retime.
 """
 import argparse
@@ -41,8 +43,12 @@ from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
 NETWORK_OF = {"ResNet18": "resnet18", "Yolo9000": "darknet19"}
 BATCH, EXPLORE = 10, 1
 EPOCHS = 300  # training epochs of a fold model
-LEARNED = ("learned", "committee")  # the rankers that read a model file and refit online
-RANKERS = ("polydl", "time", "learned", "learned-online", "committee", "committee-online", "random")
+# name -> (ranker, options): the committee as it leads with the Borda winner and with the time ranker's pick
+VARIANTS = {"polydl": ("polydl", {}), "time": ("time", {}), "learned": ("learned", {}),
+            "committee": ("committee", {"first": "borda"}), "committee-time": ("committee", {"first": "time"})}
+LEARNED = ("learned", "committee", "committee-time")  # the rankers that read a model file and refit online
+RANKERS = ("polydl", "time", "learned", "learned-online", "committee", "committee-online", "committee-time",
+           "committee-time-online", "random")
 SPEARMAN = ("polydl", "time", "learned")  # a committee's cost is a position, not a prediction
 POOLS, POOL_DRAWS = (25, 50, 100, 200), 1000  # sub-pools of the 200 measured: top-1 against the pool's size
 POOL_RANKERS = ("time", "learned", "committee")
@@ -122,13 +128,18 @@ def main():
     ap.add_argument("--epochs", type=int, default=EPOCHS)
     ap.add_argument("--retime", action="store_true")
     ap.add_argument("--trials", type=int, default=50, help="--retime: the model strategy's and random's budget")
+    ap.add_argument("--shapes", nargs="+", default=[],
+                    help="shapes files (`tvm-ttile compare --shapes`' format) holding the --eval layers that are not "
+                    "named ones (the work dir's name is the layer's)")
     args = ap.parse_args()
     from tvm_ttile.costmodel.analytic import FEATURES
     from tvm_ttile.costmodel.pairwise import PairwiseRanker
     from tvm_ttile.costmodel.rankers import make_ranker
     from tvm_ttile.costmodel.records import measured_layers
+    from tvm_ttile.operators import get_layer, load_shapes
 
     os.makedirs(args.out, exist_ok=True)
+    shapes = {op.name: op for f in args.shapes for op in load_shapes(f)}
     cpu, context_of = contexts()
     train_dirs = work_dirs(args.train)
     by_dir = training_groups(train_dirs, context_of, os.path.join(args.out, "work"))
@@ -141,7 +152,7 @@ def main():
             keep = [t for t in train_dirs if fold is None or fold not in t.lower()]
             fold_groups = [g for t, g in by_dir if t in keep]
             os.makedirs(os.path.join(args.out, "work"), exist_ok=True)  # not committed: made again by this script
-            path = os.path.join(args.out, "work", f"ranker_without_{fold}.json")
+            path = os.path.join(args.out, "work", f"ranker_without_{fold}.json" if fold else "ranker_all.json")
             made = {"features": list(FEATURES), "trained_on": [os.path.relpath(t) for t in keep], "epochs": args.epochs}
             held = json.load(open(path)) if os.path.exists(path) else {}
             if {k: held.get(k, EPOCHS if k == "epochs" else None) for k in made} == made:  # older files: EPOCHS
@@ -158,25 +169,28 @@ def main():
         schemes = [s for s, _ in measured]
         secs = [t for _, t in measured]
         best = min(secs)
-        rankers = {r: make_ranker(r, ctx, **({"model": model_path, "online": False} if r in LEARNED else {}))
-                   for r in ("polydl", "time", "learned", "committee")}
+        rankers = {r: make_ranker(kind, ctx, **opts, **({"model": model_path, "online": False} if r in LEARNED
+                                                        else {}))
+                   for r, (kind, opts) in VARIANTS.items()}
         costs = {r: ranker.costs(problem, schemes) for r, ranker in rankers.items()}
         row = {"layer": name, "schemes": len(secs), "best_gflops": problem_flops(problem) / best / 1e9,
-               "fold": f"trained without {fold}: {n_layers} layers, {n_schemes} schemes"}
+               "fold": (f"trained without {fold}" if fold else "trained on every --train dir") +
+                       f": {n_layers} layers, {n_schemes} schemes"}
         for ranker, c in costs.items():
             order = [secs[i] for i in np.argsort(c, kind="stable")]
             row[ranker] = {"spearman": spearman(c, secs), **order_metrics(order, best)}
         for r in LEARNED:
-            online = online_order(make_ranker(r, ctx, model=model_path, online=True), problem, schemes, secs,
-                                  np.random.default_rng(0))
+            kind, opts = VARIANTS[r]
+            online = online_order(make_ranker(kind, ctx, **opts, model=model_path, online=True), problem, schemes,
+                                  secs, np.random.default_rng(0))
             row[f"{r}-online"] = order_metrics([secs[i] for i in online], best)
         row["random"] = random_metrics(secs, best, rng)
         row["pools"] = {r: pool_metrics(rankers[r], problem, schemes, secs, best, np.random.default_rng(1))
                         for r in POOL_RANKERS}
         scatter[name] = {"measured": secs, "time": costs["time"], "learned": costs["learned"]}
         if args.retime:
-            row["retime"] = retime(name, model_path, d, {sc.text: t for sc, t in measured}, cpu, args.out,
-                                   args.trials)
+            row["retime"] = retime(shapes.get(name) or get_layer(name), model_path, d,
+                                   {sc.text: t for sc, t in measured}, cpu, args.out, args.trials)
         rows.append(row)
         print(name, {k: v for k, v in row.items() if k not in ("layer",)}, flush=True)
     write(args, rows, scatter, cpu)
@@ -195,7 +209,7 @@ def random_first(work_dir: str, n: int, measured: dict) -> str:
     return min(first, key=measured.__getitem__)
 
 
-def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
+def retime(layer, model_path, eval_dir, measured, cpu, out, trials) -> dict:
     """Side by side, 5 rounds round-robin, each checked against numpy: the zero-trial picks (fold model), the best
     of `trials` measured by the model strategy (fold model), the best of the random run's first `trials`, and the
     best of its 200."""
@@ -206,21 +220,23 @@ def retime(name, model_path, eval_dir, measured, cpu, out, trials) -> dict:
     from tvm_ttile.lowering import lower
     from tvm_ttile.measure import MeasureSettings, measure_modules
     from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
-    from tvm_ttile.operators import get_layer
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.space import Problem
     from tvm_ttile.tune import pick_without_measuring, tune, verify
 
     cpu_tensor_intrinsics_only()
-    op = dataclasses.replace(get_layer(name), prepack=True)
+    op = dataclasses.replace(layer, prepack=True)
+    name = layer.name
     start = time.time()
     pick = pick_without_measuring(op, cpu, strategy_options={"model": model_path})
     pick_seconds = time.time() - start
     alone = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "ranker": "learned"})
+    by_time = pick_without_measuring(op, cpu, strategy_options={"ranker": "time"})
     small = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "pool": 200})
     model = tune(op, cpu, trials=trials, seed=0, work_dir=os.path.join(out, "work", f"{name}-model{trials}"),
                  strategy="model", strategy_options={"model": model_path}, progress=False)
-    texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme, "zero-trial pool 200": small.scheme,
+    texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme,
+             "zero-trial time": by_time.scheme, "zero-trial pool 200": small.scheme,
              f"model-{trials}": model.scheme,
              f"random-{trials}": random_first(eval_dir, trials, measured),
              "best-of-200": min(measured, key=measured.get)}
@@ -278,8 +294,8 @@ def write(args, rows, scatter, cpu):
         lines += ["", "## Picks timed side by side", "",
                   "Per layer, built again, checked against numpy and timed together (5 rounds round-robin, medians, "
                   "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000 by the "
-                  "default ranker, no candidate timed), zero-trial learned (the same by the learned ranker alone), "
-                  "zero-trial pool 200 (the default ranker's top of a fresh pool of 200), "
+                  "default ranker, no candidate timed), zero-trial learned / time (the same by the learned ranker / "
+                  "the predicted time alone), zero-trial pool 200 (the default ranker's top of a fresh pool of 200), "
                   f"model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
                   f"(the best of the random run's first {args.trials}), and the best of the 200.", "",
                   "| layer | " + " | ".join(labels) + " | verified | pick chosen in | model tuning |",

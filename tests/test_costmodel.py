@@ -158,7 +158,7 @@ def test_the_committee_picks_the_lowest_rank_sum_then_each_members_best_in_turn(
         def observe(self, problem, schemes, seconds):
             self.heard += len(schemes)
 
-    ranker = make_ranker("committee", context())
+    ranker = make_ranker("committee", context(), first="borda")
     # learned orders s3 s0 s1 s2 s4, time s1 s3 s4 s0 s2: rank sums s3 1, s1 2, s0 4, s4 6, s2 7
     ranker.members = (Fixed([1, 2, 3, 0, 4]), Fixed([3, 0, 4, 1, 2]))
     assert ranker.rank(None, ["s0", "s1", "s2", "s3", "s4"]) == ["s3", "s1", "s0", "s4", "s2"]
@@ -166,6 +166,13 @@ def test_the_committee_picks_the_lowest_rank_sum_then_each_members_best_in_turn(
     assert ranker.rank(None, ["s0", "s1", "s2", "s3", "s4"]) == ["s0", "s4", "s1", "s3", "s2"]
     ranker.observe(None, ["s0", "s1"], [1.0, 2.0])
     assert [m.heard for m in ranker.members] == [2, 2] and ranker.rank(None, []) == []
+    # Led by one member's pick, then the members in turn
+    for first, order in (("time", ["s4", "s0", "s3", "s1", "s2"]), ("learned", ["s0", "s4", "s1", "s3", "s2"])):
+        led = make_ranker("committee", context(), first=first)
+        led.members = (Fixed([0, 1, 2, 3, 4]), Fixed([4, 3, 2, 1, 0]))
+        assert led.rank(None, ["s0", "s1", "s2", "s3", "s4"]) == order
+    with pytest.raises(TTileError, match="first='vote'; choose borda, time, learned"):
+        make_ranker("committee", context(), first="vote")
 
 
 def test_bad_ranker_and_strategy_names_and_options_are_one_line():

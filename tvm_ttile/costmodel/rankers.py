@@ -120,14 +120,18 @@ class CommitteeRanker(Ranker):
     predicted time's on a Xeon, and a ranker trained on some networks misjudges schemes unlike theirs. Taking
     each one's best in turn puts both members' favourites among the first few measured: on the Xeon's held-out
     layers the first 8 held 0.969x the best of 200 (either alone 0.958-0.962x) and 50 trials came 1.044x random
-    draws; the zero-trial pick (their Borda winner) was level with the learned one's
-    (benchmarks/results/ranking_xeon/NOTES.md)."""
+    draws (benchmarks/results/ranking_xeon/NOTES.md). `first` says which scheme leads, the one a zero-trial build
+    takes: the lowest sum of the two members' ranks (Borda's count) or one member's top pick."""
     NAME = "committee"
     LEARNS = True
-    OPTIONS = {**LearnedRanker.OPTIONS, **TimeRanker.OPTIONS}  # each member takes its own
+    FIRST = ("borda", "time", "learned")
+    OPTIONS = {**LearnedRanker.OPTIONS, **TimeRanker.OPTIONS,  # each member takes its own
+               "first": ("borda", "the scheme ranked first: " + ", ".join(FIRST))}
 
     def __init__(self, ctx, **options):
         super().__init__(ctx, **options)
+        if self.options["first"] not in self.FIRST:
+            raise TTileError(f"committee option first={self.options['first']!r}; choose {', '.join(self.FIRST)}")
         self.members = tuple(m(ctx, **{k: v for k, v in self.options.items() if k in m.OPTIONS})
                              for m in (LearnedRanker, TimeRanker))
 
@@ -136,8 +140,14 @@ class CommitteeRanker(Ranker):
         if not schemes:
             return []
         orders = [np.argsort(m.costs(problem, schemes), kind="stable") for m in self.members]
-        ranks = sum(np.argsort(o, kind="stable") for o in orders)  # a scheme's rank summed over the members
-        order = [int(np.argmin(ranks))]  # the first of the lowest sums, in drawn order
+        first = self.options["first"]
+        if first == "borda":
+            ranks = sum(np.argsort(o, kind="stable") for o in orders)  # a scheme's rank summed over the members
+            order = [int(np.argmin(ranks))]  # the first of the lowest sums, in drawn order
+        else:
+            order = []
+            if first == "time":  # the members take turns from the time ranker's pick on
+                orders = orders[::-1]
         seen = set(order)
         for i in (int(i) for pair in zip(*orders) for i in pair):
             if i not in seen:
