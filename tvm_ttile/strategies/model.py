@@ -22,8 +22,8 @@ class ModelStrategy(Strategy):
                "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)"),
                "l1_conflicts": (True, "the predicted time (alone or in the committee) slows microkernels whose "
                                 "input pixels crowd L1 sets"),
-               "first": ("borda", "the committee's first scheme, a zero-trial build's pick: borda (the lowest sum "
-                         "of the members' ranks), time or learned (that member's top pick)")}
+               "first": ("time", "the committee's first scheme, a zero-trial build's pick: time or learned (that "
+                         "member's top pick) or borda (the lowest sum of the members' ranks)")}
 
     def __init__(self, **options):
         from ..costmodel.rankers import RANKERS
