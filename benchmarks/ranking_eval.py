@@ -20,7 +20,8 @@ Learned models for a layer are trained on every --train work dir except the laye
 a layer of --shapes, from no trained-on network, gets the model trained on them all);
 a fold's model already in OUT/work, trained on the same dirs, is reused (training is seeded).
 --retime: the zero-trial picks (the top-ranked of a fresh pool of 2000 by the default ranker and by the learned
-one alone, the layer's fold model, and by the predicted time alone; and the default ranker's of a pool of 200),
+one alone, the layer's fold model, and by the committee led by its rank-sum winner; and the default ranker's of a
+pool of 200; results before the time-led default have a "zero-trial time" column instead, the default's pick now),
 the model strategy's best of --trials, random's best of its first --trials and the best of the 200, built again,
 checked against numpy and timed side by side, 5 rounds round-robin.
 No other heavy job may run during --retime.
@@ -231,12 +232,13 @@ def retime(layer, model_path, eval_dir, measured, cpu, out, trials) -> dict:
     pick = pick_without_measuring(op, cpu, strategy_options={"model": model_path})
     pick_seconds = time.time() - start
     alone = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "ranker": "learned"})
-    by_time = pick_without_measuring(op, cpu, strategy_options={"ranker": "time"})
+    # The default committee leads with the time ranker's pick; its former lead, the rank-sum winner, beside it
+    ranksum = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "first": "borda"})
     small = pick_without_measuring(op, cpu, strategy_options={"model": model_path, "pool": 200})
     model = tune(op, cpu, trials=trials, seed=0, work_dir=os.path.join(out, "work", f"{name}-model{trials}"),
                  strategy="model", strategy_options={"model": model_path}, progress=False)
     texts = {"zero-trial": pick.scheme, "zero-trial learned": alone.scheme,
-             "zero-trial time": by_time.scheme, "zero-trial pool 200": small.scheme,
+             "zero-trial rank sum": ranksum.scheme, "zero-trial pool 200": small.scheme,
              f"model-{trials}": model.scheme,
              f"random-{trials}": random_first(eval_dir, trials, measured),
              "best-of-200": min(measured, key=measured.get)}
@@ -294,8 +296,9 @@ def write(args, rows, scatter, cpu):
         lines += ["", "## Picks timed side by side", "",
                   "Per layer, built again, checked against numpy and timed together (5 rounds round-robin, medians, "
                   "% of the best of the 200 random): zero-trial (the top-ranked of a fresh pool of 2000 by the "
-                  "default ranker, no candidate timed), zero-trial learned / time (the same by the learned ranker / "
-                  "the predicted time alone), zero-trial pool 200 (the default ranker's top of a fresh pool of 200), "
+                  "default ranker, no candidate timed), zero-trial learned / rank sum (the same by the learned ranker "
+                  "alone / the committee led by its rank-sum winner), zero-trial pool 200 (the default ranker's top "
+                  "of a fresh pool of 200), "
                   f"model-{args.trials} (`--strategy model`, fold model), random-{args.trials} "
                   f"(the best of the random run's first {args.trials}), and the best of the 200.", "",
                   "| layer | " + " | ".join(labels) + " | verified | pick chosen in | model tuning |",
