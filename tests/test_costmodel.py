@@ -63,6 +63,13 @@ def test_input_pixels_crowding_l1_sets_slow_the_time_ranker_only_there():
         strategy.start(Space(p, conv_kept("avx512", 16)), make_sampler("ttile", seed=0), 1, context=ctx)
         learned, time_member = strategy.ranker.members
         assert time_member.options == {"l1_conflicts": flag} and "l1_conflicts" not in learned.options
+    # every ranker option is the strategy's, declared once: the same default
+    from tvm_ttile.costmodel.rankers import RANKERS
+    from tvm_ttile.strategies.model import ModelStrategy
+
+    for ranker in RANKERS.values():
+        for name, (default, _) in ranker.OPTIONS.items():
+            assert ModelStrategy.OPTIONS[name][0] == default
     mm = matmul_problem()
     assert l1_conflict_slowdown(mm, Scheme.parse("[T(2,i),T(8,j),T(4,i),T(64,k),U(8,i),V(j)]"), ctx) == 1.0
 

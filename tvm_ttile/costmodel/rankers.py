@@ -130,7 +130,8 @@ class CommitteeRanker(Ranker):
     LEARNS = True
     FIRST = ("borda", "time", "learned")
     OPTIONS = {**LearnedRanker.OPTIONS, **TimeRanker.OPTIONS,  # each member takes its own
-               "first": ("time", "the scheme ranked first: " + ", ".join(FIRST))}
+               "first": ("time", "the scheme ranked first, a zero-trial build's pick: time or learned (that member's top "
+                                 "pick) or borda (the lowest sum of the members' ranks)")}
 
     def __init__(self, ctx, **options):
         super().__init__(ctx, **options)

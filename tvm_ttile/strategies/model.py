@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import random
 
+from ..costmodel.rankers import RANKERS
 from ..errors import TTileError
 from .base import Strategy
+
+
+def ranker_options() -> dict:
+    """Every ranker's options, declared once by the ranker (costmodel.rankers) and taken here as the strategy's
+    own, so a default is written in one place."""
+    out = {}
+    for ranker in RANKERS.values():
+        for name, declared in ranker.OPTIONS.items():
+            out.setdefault(name, declared)
+    return out
 
 
 class ModelStrategy(Strategy):
@@ -16,18 +27,10 @@ class ModelStrategy(Strategy):
     OPTIONS = {"pool": (2000, "schemes drawn and ranked per task"),
                "ranker": ("committee", "polydl (PolyDL's Eq. 1), time (predicted seconds), learned (pairwise "
                           "network) or committee (time and learned together)"),
-               "online": (True, "the learned ranker (alone or in the committee) refits on the task's measurements "
-                          "after each batch"),
                "explore": (0.1, "share of each batch drawn uniformly from the rest of the pool"),
-               "model": ("", "the learned ranker's model file (benchmarks/train_ranker.py; default: the shipped one)"),
-               "l1_conflicts": (True, "the predicted time (alone or in the committee) slows microkernels whose "
-                                "input pixels crowd L1 sets"),
-               "first": ("time", "the committee's first scheme, a zero-trial build's pick: time or learned (that "
-                         "member's top pick) or borda (the lowest sum of the members' ranks)")}
+               **ranker_options()}  # each passed on to the chosen ranker if it declares it
 
     def __init__(self, **options):
-        from ..costmodel.rankers import RANKERS
-
         super().__init__(**options)
         if self.options["ranker"] not in RANKERS:
             raise TTileError(f"unknown ranker {self.options['ranker']!r}; choose from {', '.join(RANKERS)}")
@@ -37,7 +40,7 @@ class ModelStrategy(Strategy):
             raise TTileError(f"strategy 'model' option 'pool' needs at least 1 scheme, got {self.options['pool']}")
 
     def start(self, space, sampler, budget, skip=(), first=(), context=None):
-        from ..costmodel.rankers import RANKERS, make_ranker
+        from ..costmodel.rankers import make_ranker
 
         if context is None:
             raise TTileError("the model strategy needs the CPU's cost context (costmodel.CostContext)")
