@@ -39,12 +39,12 @@ def latency_rounds() -> int:
 
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=None, sampler_options=None, confirm_top=None,
+               prepack=True, dense="tvm_ttile", cache_flush=True, sampler_options=None, confirm_top=None,
                in_network_top=IN_NETWORK_TOP, strategy="random", strategy_options=None) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: time
-    tvm_ttile's candidates with flushed caches (None: from 2 threads on, network.cold_by_default)."""
+    tvm_ttile's candidates with flushed caches (network.COLD_SETTINGS: why it is the default)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
@@ -56,8 +56,6 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     work_dir = work_dir or f"tune_{net.name}"
     mod = nw.prepare(net.mod, cpu)
     start = time.time()
-    if cache_flush is None:
-        cache_flush = nw.cold_by_default(threads)
     settings = (nw.COLD_SETTINGS if cache_flush else MeasureSettings()).with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,

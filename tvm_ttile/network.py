@@ -379,16 +379,14 @@ class NetworkTuneResult:
 
 DENSE_POLICIES = ("tvm_ttile", "automcl")
 # Timing network tasks as the network runs them: caches flushed, weights cold (ResNet-18's 46 MB of weights
-# outgrow the last-level cache). At 1 thread (Zen 3) the schemes chosen cold were no faster in the network; at 2
-# threads (Zen 4), where the same cold operands are a larger share of a faster layer, builds tuned cold ran 2%
-# faster in three side-by-side runs on ResNet-18 and Darknet-19 (benchmarks/results/in_network_zen4/NOTES.md).
-# So tune-model times cold from 2 threads on (cold_by_default).
+# outgrow the last-level cache). Builds tuned so ran level with or faster than builds tuned hot on every CPU
+# measured: 2% faster at 2 threads (Zen 4), at 1 thread 1.4% (Xeon), 2.7% on ResNet-18 and 1.1-1.3% slower on
+# Darknet-19 (Zen 5, within the spread), no faster on a Zen 3 (benchmarks/results/in_network_{zen4,xeon,zen5}/
+# NOTES.md). A hot pick can also be one that streams its weights badly: the Zen 5's hot-tuned ResNet-18 stem ran
+# 1.51x its time alone in the network, the cold-tuned one 1.06x. And each candidate costs 10 single calls instead
+# of 5 repeats of at least 10 ms, so tuning takes 0.58-0.65x the time. So tune-model times cold at every thread
+# count (tune-model --cache-flush off, tune_network(settings=MeasureSettings()) to time hot).
 COLD_SETTINGS = MeasureSettings(number=1, repeat=10, cache_flush=True)
-
-
-def cold_by_default(threads: int) -> bool:
-    """Whether network tasks are timed with flushed caches unless the caller says (tune-model --cache-flush)."""
-    return threads >= 2
 TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 # The ttile sampler's options for network tasks unless the caller sets them (benchmarks/results/end_to_end_zen3/
 # NOTES.md, Zen 3, builds side by side). Half the draws weights-first: Darknet-19 at 224x224 ran 1.07-1.08x ONNX
@@ -464,7 +462,7 @@ def _earlier_forms(database, task_mods: list, target) -> dict:
 
 
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
-                 threads: int = 1, seed: int = 0, settings: MeasureSettings = MeasureSettings(), progress=True,
+                 threads: int = 1, seed: int = 0, settings: MeasureSettings = COLD_SETTINGS, progress=True,
                  verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
                  sampler_options: dict | None = None, strategy: str = "random",
                  strategy_options: dict | None = None) -> NetworkTuneResult:
