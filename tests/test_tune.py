@@ -373,3 +373,15 @@ def test_tuning_registers_only_the_cpu_tensor_intrinsics():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_compare_names_the_systems_it_could_not_measure():
+    """A library that is not installed leaves its columns out of the tables: the file says so, per system."""
+    from tvm_ttile.compare import _failure_lines
+
+    missing = {"error": "onednn is not installed (No module named 'torch'); pip install 'tvm-ttile[libs]'"}
+    data = {"results": {"a": {"onednn": missing, "numpy": [{}]}, "b": {"onednn": missing, "numpy": [{}]}}}
+    assert _failure_lines(data) == ["", "Not measured:", f"- onednn on every layer: {missing['error']}"]
+    data["results"]["b"]["onednn"] = [{}]
+    assert _failure_lines(data)[-1] == f"- onednn on a: {missing['error']}"
+    assert _failure_lines({"results": {"a": {"numpy": [{}]}}}) == []

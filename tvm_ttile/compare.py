@@ -265,6 +265,23 @@ def _bound_lines(data) -> list:
     return lines
 
 
+def _failure_lines(data) -> list:
+    """Systems asked for that gave no figure on some layers, with why (a library not installed, a refusal): the
+    tables leave them out, so the file says so rather than comparing against fewer systems silently."""
+    failed = {}
+    for layer, systems in data["results"].items():
+        for system, runs in systems.items():
+            if isinstance(runs, dict) and "error" in runs:
+                failed.setdefault((system, runs["error"]), []).append(layer)
+    if not failed:
+        return []
+    lines = ["", "Not measured:"]
+    for (system, error), layers in sorted(failed.items()):
+        where = "every layer" if len(layers) == len(data["results"]) else ", ".join(layers)
+        lines.append(f"- {system} on {where}: {error}")
+    return lines
+
+
 def _library_lines(data) -> list:
     a = against_libraries(data)
     if not a["rows"]:
@@ -359,6 +376,7 @@ def _write(data, out_dir):
             t = v.get("tvm_ttile")
             cells = [f"{t['gflops'] / v[s]['gflops']:.2f}" if t and s in v else "-" for s in systems if s != "tvm_ttile"]
             lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    lines += _failure_lines(data)
     lines += _bound_lines(data)
     lines += _library_lines(data)
     lines += _headline_lines(data)
