@@ -17,6 +17,30 @@ import sys
 import time
 
 
+def host():
+    """This CPU (with only tvm_ttile's tensor intrinsics registered) and its cached peak GFLOPS at 1 thread."""
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
+
+    cpu_tensor_intrinsics_only()
+    cpu = cpu_mod.detect_host()
+    return cpu, cpu_mod.peak(cpu)["peak_gflops"]
+
+
+def time_tiles(mks, cpu, rounds: int):
+    """({text: GFLOPS or None}, {text: error}) of each microkernel as a tensorized tile on a hot cache, as the
+    catalog times them (the tile repeated to ~2 MFLOP per timed call), `rounds` rounds round-robin, medians."""
+    from tvm_ttile.measure import MeasureSettings, measure_modules
+    from tvm_ttile.microkernels import intrin
+
+    reps = [max(1, -(-2_000_000 // mk.flops)) for mk in mks]
+    timed = measure_modules([intrin.tensorized_tile(mk, r) for mk, r in zip(mks, reps)], cpu.target(1),
+                            MeasureSettings(), rounds=rounds)
+    gflops = {mk.text: (mk.flops * r / statistics.median(m.seconds) / 1e9 if m.seconds else None)
+              for mk, r, m in zip(mks, reps, timed)}
+    return gflops, {mk.text: m.error for mk, m in zip(mks, timed) if m.error}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
@@ -24,16 +48,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.measure import MeasureSettings, measure_modules
-    from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
-    from tvm_ttile.microkernels import intrin
     from tvm_ttile.microkernels.catalog import build_catalog
     from tvm_ttile.microkernels.spec import Microkernel
 
-    cpu_tensor_intrinsics_only()
-    cpu = cpu_mod.detect_host()
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    cpu, peak = host()
     catalog = build_catalog(cpu, "conv2d")
     base = [Microkernel.parse(e["text"]) for e in catalog.to_json()["kept"][:args.top]]
     rows, mks = [], []
@@ -44,13 +62,8 @@ def main():
             row.append(dataclasses.replace(mk, unroll=unroll))
         rows.append(row)
         mks += row
-    reps = [max(1, -(-2_000_000 // mk.flops)) for mk in mks]
     start = time.time()
-    timed = measure_modules([intrin.tensorized_tile(mk, r) for mk, r in zip(mks, reps)], cpu.target(1),
-                            MeasureSettings(), rounds=args.rounds)
-    gflops = {mk.text: (mk.flops * r / statistics.median(m.seconds) / 1e9 if m.seconds else None)
-              for mk, r, m in zip(mks, reps, timed)}
-    errors = {mk.text: m.error for mk, m in zip(mks, timed) if m.error}
+    gflops, errors = time_tiles(mks, cpu, args.rounds)
     cmd = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [f"# Input-channel unrolls of conv2d microkernels, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M')}, {time.time() - start:.0f} s). Peak "

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -44,17 +43,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.measure import MeasureSettings, measure_modules
-    from tvm_ttile.metaschedule import cpu_tensor_intrinsics_only
-    from tvm_ttile.microkernels import intrin
+    from c_unroll import host, time_tiles  # the same timing as the c-unroll comparison's
+    from tvm_ttile.microkernels import family
     from tvm_ttile.microkernels.catalog import build_catalog
     from tvm_ttile.microkernels.spec import Microkernel
 
-    cpu_tensor_intrinsics_only()
-    cpu = cpu_mod.detect_host()
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
-    from tvm_ttile.microkernels import family
+    cpu, peak = host()
 
     groups, in_family = {}, {}  # op -> (kept top, wide); op -> the family's candidates (the catalog's)
     for op, k_min in (("conv2d", 5), ("matmul", 7)):
@@ -65,13 +59,8 @@ def main():
         in_family[op] = {mk.text for mk in family.candidates(op, cpu.isa, catalog.red)}
         groups[op] = (top, wide)
     mks = [mk for top, wide in groups.values() for mk in top + wide]
-    reps = [max(1, -(-2_000_000 // mk.flops)) for mk in mks]
     start = time.time()
-    timed = measure_modules([intrin.tensorized_tile(mk, r) for mk, r in zip(mks, reps)], cpu.target(1),
-                            MeasureSettings(), rounds=args.rounds)
-    gflops = {mk.text: (mk.flops * r / statistics.median(m.seconds) / 1e9 if m.seconds else None)
-              for mk, r, m in zip(mks, reps, timed)}
-    errors = {mk.text: m.error for mk, m in zip(mks, timed) if m.error}
+    gflops, errors = time_tiles(mks, cpu, args.rounds)
     cmd = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [f"# Microkernels wider than the catalog's, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M')}, {time.time() - start:.0f} s). Peak "
