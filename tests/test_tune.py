@@ -385,3 +385,25 @@ def test_compare_names_the_systems_it_could_not_measure():
     data["results"]["b"]["onednn"] = [{}]
     assert _failure_lines(data)[-1] == f"- onednn on a: {missing['error']}"
     assert _failure_lines({"results": {"a": {"numpy": [{}]}}}) == []
+
+
+def test_compare_warns_at_once_of_a_library_that_is_not_installed(monkeypatch, capsys):
+    """Before any tuning: a long comparison must not end with a library's column silently empty."""
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile.baselines import SYSTEMS
+    from tvm_ttile.compare import compare
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    monkeypatch.setattr(SYSTEMS["numpy"], "module", "no_such_module_here")
+    monkeypatch.setattr(cpu_mod, "detect_host", stop)
+    assert SYSTEMS["numpy"].missing() == ("numpy is not installed (no module named 'no_such_module_here'); "
+                                          "pip install 'tvm-ttile[libs]'")
+    assert SYSTEMS["metaschedule"].missing() is None
+    with pytest.raises(Stop):
+        compare([Matmul(M=4, N=16, K=4, name="tiny")], ["numpy"], budget=1, progress=False)
+    assert "warning: numpy is not installed" in capsys.readouterr().err

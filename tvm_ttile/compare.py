@@ -12,6 +12,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import time
 
 from .baselines import (LIBRARY_SYSTEMS, SYSTEMS, TUNERS, check_strategy_options, handles, retime, run_system,
@@ -54,6 +55,10 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
         if not any(handles(s, op) for s in systems):
             takes = "; ".join(f"{s} takes {SYSTEMS[s].takes()}" for s in systems)
             raise TTileError(f"none of the systems handles {op.name}, a {type(op).__name__} ({takes})")
+    for system in systems:  # said now, not only in compare.md at the end of a long run
+        why = SYSTEMS[system].missing()
+        if why:
+            print(f"warning: {why}: no {system} figures in this comparison", file=sys.stderr)
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     # The peak at this thread count, measured in this run (the cached one is left alone): every % in the report

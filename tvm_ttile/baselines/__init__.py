@@ -63,6 +63,10 @@ class System:
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
 
+    def missing(self) -> str | None:
+        """Why it cannot run here (a library not installed), or None: TVM's tuners always can."""
+        return None
+
     def strategy_options(self) -> dict:
         """Its search strategy's options, declared as data (name -> (default, help)); none for most systems."""
         return {}
@@ -208,13 +212,22 @@ class AutoMCL(System):
 
 
 class Library(System):
-    """A vendor library timed as it is (libraries.LIBRARIES), its output checked against numpy."""
+    """A vendor library timed as it is (libraries.LIBRARIES), its output checked against numpy. `module`: the
+    Python package it comes from (oneDNN through torch)."""
     tunes = False
 
-    def __init__(self, name, color):
+    def __init__(self, name, color, module):
         from .libraries import LIBRARIES
 
-        self.name, self.operators, self.color = name, tuple(LIBRARIES[name]), color
+        self.name, self.operators, self.color, self.module = name, tuple(LIBRARIES[name]), color, module
+
+    def missing(self) -> str | None:
+        """Why this library cannot be timed here (its package is not installed), or None."""
+        import importlib.util
+
+        if importlib.util.find_spec(self.module) is None:
+            return f"{self.name} is not installed (no module named {self.module!r}); pip install 'tvm-ttile[libs]'"
+        return None
 
     def _call(self, operator, threads):
         from .libraries import LIBRARIES
@@ -243,8 +256,8 @@ SYSTEMS = {s.name: s for s in (
     TVMPolicy("template-random", "tab:gray", TEMPLATED, grouped=False),
     TVMPolicy("gbfs", "tab:pink", TEMPLATED, "gbfs", grouped=False),
     TVMPolicy("na2c", "tab:cyan", TEMPLATED, "na2c", grouped=False),
-    TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange"),
-    Library("onnxruntime", "tab:red"), Library("numpy", "tab:green"))}
+    TTile("tvm_ttile-gbfs", "darkgreen", "gbfs"), AutoMCL(), Library("onednn", "tab:orange", "torch"),
+    Library("onnxruntime", "tab:red", "onnxruntime"), Library("numpy", "tab:green", "numpy"))}
 TUNERS = tuple(n for n, s in SYSTEMS.items() if s.tunes)
 LIBRARY_SYSTEMS = tuple(n for n, s in SYSTEMS.items() if not s.tunes)
 
