@@ -17,23 +17,15 @@ import time
 
 
 def wide_candidates(op, isa, red, k_min, k_max):
-    """conv2d: (h, w, k) tiles with k in [k_min, k_max] vectors, r = s = 1; matmul: (i, j) with j in that range.
-    The bounds are the catalog's (family.bounds) but for its k_max / j_max."""
+    """The family's register tiles (family.py: its bounds on accumulators and footprint) with k_min to k_max
+    vectors: conv2d's on a 1x1 window, matmul's with at least out_min accumulators (as conv2d's)."""
     from tvm_ttile.microkernels import family
-    from tvm_ttile.microkernels.spec import Microkernel
 
-    b = family.bounds(isa)
-    out = []
-    for uk in range(k_min, k_max + 1):
-        for uh in range(1, b["out_max"] + 1):
-            for uw in range(1, b["out_max"] + 1 if op == "conv2d" else 2):
-                acc = uh * uw * uk
-                if b["out_min"] <= acc <= b["out_max"] and acc + uk <= b["footprint_max"]:
-                    if op == "conv2d":
-                        out.append(Microkernel.make("conv2d", isa.name, isa.lanes, red, h=uh, w=uw, k=uk))
-                    else:
-                        out.append(Microkernel.make("matmul", isa.name, isa.lanes, red, i=uh, j=uk))
-    return out
+    if op == "conv2d":
+        return family._conv2d_unrolled(isa, red, ((1, 1),), k_sizes=range(k_min, k_max + 1))
+    out_min = family.bounds(isa)["out_min"]
+    return [mk for mk in family.matmul_candidates(isa, red, j_max=k_max)
+            if mk.get("j") >= k_min and mk.get("i") * mk.get("j") >= out_min]
 
 
 def main():

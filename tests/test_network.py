@@ -472,7 +472,7 @@ def test_tune_model_at_two_threads_tunes_every_task_with_parallel_schemes(small_
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["threads"] == 2 and report["correct"]
-    assert report["cache_flush"]  # candidates are timed with flushed caches (cold_by_default)
+    assert report["cache_flush"]  # candidates are timed with flushed caches (network.COLD_SETTINGS)
     tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
     assert tuned and all(t["trials"] == 2 and t["verified"] for t in tuned)
     for i, t in enumerate(report["tasks"]):

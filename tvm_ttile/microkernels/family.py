@@ -30,13 +30,14 @@ def conv2d_candidates(isa: ISA, red: int, rs_unrolls=BASE_WINDOW_UNROLLS, heatma
     return sorted(found.values(), key=lambda m: m.name)
 
 
-def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls) -> list:
+def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls, k_sizes=None) -> list:
     """Every (h, w, k) register tile per (r, s) unroll with its accumulators within [out_min, out_max] and its
-    accumulators + one step's weights (r x s x k vectors) within the register footprint."""
+    accumulators + one step's weights (r x s x k vectors) within the register footprint; k in `k_sizes` (vectors;
+    default 1 to the bounds' k_max)."""
     b = bounds(isa)
     found = {}
     for ur, us in rs_unrolls:
-        for uk in range(1, b["k_max"] + 1):
+        for uk in k_sizes or range(1, b["k_max"] + 1):
             for uh in range(1, b["out_max"] + 1):
                 for uw in range(1, b["out_max"] + 1):
                     out = uh * uw * uk
