@@ -500,7 +500,8 @@ def make_parser():
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
     p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
     p.add_argument("--other-trials", type=int, default=16,
-                   help="MetaSchedule trials per other task (pooling, layout, ...); 0: default build")
+                   help="MetaSchedule trials per other task (pooling, layout, ...), beside tvm_ttile's few "
+                        "memory-bound schedules; 0: default build")
     p.add_argument("--seed", type=_non_negative, default=0)
     p.add_argument("--work-dir", type=_dir, help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=_trials_or_same, default=0,

@@ -224,7 +224,9 @@ def format_report(r) -> str:
     for t in sorted(r["tasks"], key=lambda t: -(t["seconds"] * t["weight"] if t["trials"] else 0)):
         share = 100 * t["seconds"] * t["weight"] / total if t["trials"] and total else float("nan")
         in_net = inside["tasks_ms"].get(t["name"])
-        lines.append(f"| {t['name']} | {t['policy']} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
+        made_by = t.get("made_by") or t["policy"]  # (reports written before it existed have none)
+        policy = t["policy"] if made_by == t["policy"] else f"{t['policy']}: best {made_by}"
+        lines.append(f"| {t['name']} | {policy} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
                      f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
                      f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
                      + f" | {t['trials']} | {t.get('tuning_seconds', 0.0):.0f} | "

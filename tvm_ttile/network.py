@@ -36,7 +36,9 @@ from .errors import TTileError
 from .in_network import forget_picks, weight_bytes
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
-from .metaschedule import (TTileSearch, TTileSpaceGenerator, best_schedule, evolutionary_search, measured_schemes,
+from .memory_bound import schedules as memory_bound_schedules, variant_of
+from .metaschedule import (DesignSpacesOnce, MemoryBoundSpace, TTileSearch, TTileSpaceGenerator, best_schedule,
+                           evolutionary_search, measured_schemes, record_variants,
                            open_database, records_of, ttile_problem)
 
 
@@ -363,6 +365,9 @@ class TaskResult:
     max_abs_error: float
     notes: list
     weight_bytes: int = 0  # its constant (layout-free) parameters: what it reads from memory in a cold network
+    # Who made the fastest record: the policy, or for a memory-bound task "tvm_ttile <variant>" (memory_bound.py)
+    # or "metaschedule's search"
+    made_by: str = ""
 
 
 @dataclasses.dataclass
@@ -468,7 +473,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                  strategy_options: dict | None = None) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
-    MetaSchedule's default policy, `other_trials` trials each (0: leave them to the default build). Every
+    MetaSchedule's default policy, `other_trials` trials each, beside tvm_ttile's few memory-bound schedules
+    (memory_bound.py: pooling, means, transposes), each measured once (0: leave them to the default build). Every
     task's best is checked against the untuned function before it is reported (settings=COLD_SETTINGS times
     every candidate with flushed caches, as a layer meets its weights in the network). With `prepack`, constant
     weights are packed for the kernels once at build time (build with the same `prepack`). With
@@ -531,6 +537,8 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             per_iter = 10
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
+            # (tvm_ttile's memory-bound schedules, measured first, are not in MetaSchedule's budget)
+            before = [v for v in record_variants(database, task.mod) if v is None]
         # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
         # whose candidates partly failed, is not searched again on every resume.
         todo = 0 if asked >= budget else max(budget - len(before), 0)
@@ -539,6 +547,20 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         if todo and not measurer:
             measurer = {"builder": default_builder(settings), "runner": default_runner(settings, threads)}
         tuning = 0.0
+        fresh = []
+        if task.policy == "metaschedule" and budget:
+            # Pooling, means, transposes: a few finished schedules (memory_bound.py), each measured once;
+            # MetaSchedule's search below competes with them in the database.
+            done = set(record_variants(database, task.mod))
+            fresh = [n for n, _ in memory_bound_schedules(task.mod, cpu.lanes, threads) if n not in done]
+        if fresh:
+            forget_picks(work_dir)
+            if not measurer:
+                measurer = {"builder": default_builder(settings), "runner": default_runner(settings, threads)}
+            tuning, database = run_tuner(task.flops, task.mod, target, task_dir, database, len(fresh),
+                                         MemoryBoundSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), seed,
+                                         settings, threads=threads, trials_per_iter=len(fresh), progress=False,
+                                         verbose=verbose, label=f"memory-bound {task.name}", cpu=cpu, **measurer)
         if budget:
             tuning, database = run_tuner(task.flops, task.mod, target, task_dir, database, todo, space, strategy,
                                          cost_model, seed, settings, threads=threads, trials_per_iter=per_iter,
@@ -567,8 +589,12 @@ def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
     secs = statistics.median(float(s) for s in record.run_secs)
+    made_by = task.policy
+    if task.policy == "metaschedule":
+        variant = variant_of(sch.mod["main"])
+        made_by = f"tvm_ttile {variant}" if variant else "metaschedule's search"
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
-                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes, size)
+                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes, size, made_by)
 
 
 def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:

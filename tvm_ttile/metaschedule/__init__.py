@@ -9,14 +9,18 @@ schemes from the structured space, lowers each on a MetaSchedule Schedule (so th
 returns them as measure candidates. Records are ordinary MetaSchedule records; open a database with
 `open_database` so that the tvm_ttile intrinsics its traces use are registered first.
 
-The package, one module per concept: space.py (the space generator and which tasks are tvm_ttile's),
-search.py (the search strategy), database.py (opening a database, the records of a workload, the best one),
+A network's memory-bound tasks (pooling, means, transposes) are measured with MemoryBoundSpace and
+DesignSpacesOnce: a few finished schedules (memory_bound.py), each once, beside MetaSchedule's own search.
+
+The package, one module per concept: space.py (the space generators and which tasks are tvm_ttile's),
+search.py (the search strategies), database.py (opening a database, the records of a workload, the best one),
 environment.py (what a tuning process sets up first: CPU intrinsics only, MetaSchedule's log level).
 """
-from .database import best_schedule, measured_schemes, open_database, records_of, register_intrinsics_in
+from .database import (best_schedule, measured_schemes, record_variants, open_database, records_of,
+                       register_intrinsics_in)
 from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepare_logging
-from .search import TTileSearch
-from .space import TTileSpaceGenerator, ttile_problem
+from .search import DesignSpacesOnce, TTileSearch
+from .space import MemoryBoundSpace, TTileSpaceGenerator, ttile_problem
 
-__all__ = ["TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "evolutionary_search",
-           "measured_schemes", "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]
+__all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "evolutionary_search",
+           "measured_schemes", "record_variants", "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]

@@ -44,6 +44,19 @@ def best_schedule(database, mod):
     return sch, records[0]
 
 
+def record_variants(database, mod) -> list:
+    """The memory_bound variant name of each of `mod`'s records in `database`, fastest first (None for a
+    record made otherwise, e.g. by MetaSchedule's search)."""
+    from ..memory_bound import variant_of
+
+    out = []
+    for rec in records_of(database, mod):
+        sch = tvm.s_tir.Schedule(mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        out.append(variant_of(sch.mod["main"]))
+    return out
+
+
 def measured_schemes(database, mod, k: int = 10**6) -> list:
     """The schemes of `mod`'s records in `database`, fastest first (at most k)."""
     return list(measured_scheme_seconds(database, mod, k))

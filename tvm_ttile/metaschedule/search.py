@@ -165,3 +165,35 @@ class TTileSearch(PySearchStrategy):
         return TTileSearch(self.sampler_name, self.seed, self.kept, self.threshold, self.threads, self.trial_log,
                            self.fallback, self.sampler_options, self.first, self.strategy_name,
                            self.strategy_options)
+
+
+@derived_object
+class DesignSpacesOnce(PySearchStrategy):
+    """Measures each design space of the task once, in order, except those the database holds already: for
+    small spaces of finished schedules (MemoryBoundSpace)."""
+
+    def _initialize_with_tune_context(self, context) -> None:
+        self.mod = context.mod
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        from .database import record_variants
+        from ..memory_bound import variant_of
+
+        done = set(record_variants(database, self.mod))
+        todo = [s for s in design_spaces if variant_of(s.mod["main"]) not in done][:max_trials]
+        self.batch = [MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in todo]
+
+    def generate_measure_candidates(self):
+        batch, self.batch = self.batch, []
+        return batch or None
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        pass
+
+    def post_tuning(self) -> None:
+        pass
+
+    def clone(self):
+        return DesignSpacesOnce()

@@ -38,3 +38,26 @@ class TTileSpaceGenerator(PySpaceGenerator):
 
     def clone(self):
         return TTileSpaceGenerator()
+
+
+@derived_object
+class MemoryBoundSpace(PySpaceGenerator):
+    """The design spaces are memory_bound.schedules of the task (for its target's vector lanes and cores): each
+    a finished schedule, measured once by DesignSpacesOnce."""
+
+    def __init__(self):
+        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
+
+    def _initialize_with_tune_context(self, context) -> None:
+        from ..cpu import from_target
+
+        self.lanes = from_target(context.target).lanes
+        self.threads = int(context.target.attrs.get("num-cores", 1) or 1)
+
+    def generate_design_space(self, mod):
+        from ..memory_bound import schedules
+
+        return [sch for _, sch in schedules(mod, self.lanes, self.threads)]
+
+    def clone(self):
+        return MemoryBoundSpace()
