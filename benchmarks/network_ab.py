@@ -7,6 +7,8 @@ Separate tune-model runs compare badly here: each times its network at another m
     python benchmarks/network_ab.py resnet18 LABEL=WORK_DIR [LABEL=WORK_DIR ...] [--input-shape 1,3,224,224]
         [--rounds 8] [--also-with VAR=VALUE] [--input-permute-apart LABEL,...] --out FILE.md
 
+`--compiled LABEL,...`: those builds' VM programs are compiled to machine code (relax.build's exec_mode="compiled")
+instead of interpreted as bytecode; the same work dir may appear under two labels.
 `--also-with VAR=VALUE`: every build and library timed a second time, in processes with that environment variable
 (e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1: glibc's malloc asks for transparent huge pages), labelled
 "NAME VAR=VALUE". `--input-permute-apart`: those builds are prepared as before the first conv2d read the NCHW
@@ -36,6 +38,8 @@ def main():
     ap.add_argument("--also-with", metavar="VAR=VALUE", help="time every system again with this variable set")
     ap.add_argument("--input-permute-apart", default="", metavar="LABEL,...",
                     help="builds prepared with the input's permute to NHWC as a function of its own")
+    ap.add_argument("--compiled", default="", metavar="LABEL,...",
+                    help="builds whose VM program is compiled to machine code (relax.build exec_mode='compiled')")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -53,8 +57,10 @@ def main():
     extra = dict([args.also_with.split("=", 1)]) if args.also_with else {}
 
     apart = set(filter(None, args.input_permute_apart.split(",")))
-    if apart - set(builds):
-        sys.exit(f"--input-permute-apart: no build labelled {sorted(apart - set(builds))}")
+    compiled = set(filter(None, args.compiled.split(",")))
+    for option, labels in (("--input-permute-apart", apart), ("--compiled", compiled)):
+        if labels - set(builds):
+            sys.exit(f"{option}: no build labelled {sorted(labels - set(builds))}")
     missing = [d for d in builds.values() if not os.path.isdir(d)]
     if missing:
         sys.exit(f"no such work dir: {missing}")
@@ -77,11 +83,13 @@ def main():
             timer.add(f"{label} {args.also_with}", saved, env=extra)
 
     for label, wd in builds.items():
-        ex = nw.build_executable(mod_apart if label in apart else mod, wd, cpu, args.threads)
+        ex = nw.build_executable(mod_apart if label in apart else mod, wd, cpu, args.threads,
+                                 exec_mode="compiled" if label in compiled else "bytecode")
         err = float(np.max(np.abs(nw.run(nw.vm_of(ex), x) - ref)))
         records = len(open_database(wd).get_all_tuning_records())
         notes.append(f"{label}: `{wd}`, {records} records, max abs difference to the untuned build {err:.2e}"
-                     + ("; the input's permute a function of its own" if label in apart else ""))
+                     + ("; the input's permute a function of its own" if label in apart else "")
+                     + ("; its VM program compiled to machine code" if label in compiled else ""))
         if err > TOLERANCE * scale:
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
         add(label, Saved.tvm(ex, tmp.name, label))

@@ -626,7 +626,8 @@ def vm_of(executable):
     return relax.VirtualMachine(executable, tvm.cpu())
 
 
-def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True):
+def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1, prepack: bool = True,
+                     exec_mode: str = "bytecode"):
     """Compile the prepared Relax module with the tuning records (the pipeline of MetaSchedule's compile_relax,
     plus weight prepacking: the packing blocks of tuned functions are split out and folded on the constant
     weights, once); functions without a record keep the default (unscheduled) lowering. `prepack` must be as
@@ -660,7 +661,7 @@ def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1,
         return tvm.transform.Sequential(passes)(m)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        return relax.build(mod, target=target, relax_pipeline=pipeline)
+        return relax.build(mod, target=target, relax_pipeline=pipeline, exec_mode=exec_mode)
 
 
 def run(vm, x) -> np.ndarray:

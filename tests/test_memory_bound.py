@@ -1,0 +1,103 @@
+"""memory_bound.py: the schedules of pooling, means and transposes compute what the function as written does,
+at 1 and 2 threads; a function it cannot read keeps only the function as written; inside a network they are
+measured once beside MetaSchedule's search and never again on a resume."""
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from tvm_ttile import memory_bound
+from tvm_ttile.metaschedule.database import open_database, record_variants
+
+
+def _legalized(make, shape):
+    """The PrimFunc Relax's legalization makes of one operator on an NHWC float32 tensor, as its IRModule."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo(shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(make(x))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps()(bb.get())
+    (gv,) = [gv for gv in mod.get_global_vars() if gv.name_hint != "main"]
+    return tvm.IRModule({"main": mod[gv]})
+
+
+OPERATORS = {
+    "max_pool": (lambda x: relax.op.nn.max_pool2d(x, 3, 2, 1, layout="NHWC"), (1, 9, 9, 32),
+                 {"output_vectors", "output_vectors_across_window", "output_vectors_outermost"}),
+    "avg_pool": (lambda x: relax.op.nn.avg_pool2d(x, 2, 2, layout="NHWC"), (1, 8, 8, 48),
+                 {"output_vectors", "output_vectors_across_window"}),
+    "mean": (lambda x: relax.op.mean(x, [1, 2], keepdims=True), (1, 5, 5, 64),
+             {"output_vectors", "output_vectors_across_window"}),
+    "nhwc_to_nchw": (lambda x: relax.op.permute_dims(x, [0, 3, 1, 2]), (1, 3, 5, 32), {"input_vectors_outermost"}),
+}
+
+
+def _run(mod, x, out_shape):
+    lib = tvm.compile(mod, target="llvm")
+    out = tvm.runtime.tensor(np.zeros(out_shape, "float32"))
+    lib["main"](tvm.runtime.tensor(x), out)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_each_schedule_computes_what_the_function_as_written_does(name, threads):
+    make, shape, expected = OPERATORS[name]
+    mod = _legalized(make, shape)
+    made = memory_bound.schedules(mod, lanes=16, threads=threads)
+    names = [n for n, _ in made]
+    assert names[0] == memory_bound.AS_WRITTEN and expected <= set(names), names
+    assert len(set(names)) == len(names)
+    out_shape = [int(d) for d in mod["main"].buffer_map[mod["main"].params[-1]].shape]
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    want = _run(mod, x, out_shape)
+    for n, sch in made:
+        assert memory_bound.variant_of(sch.mod["main"]) == n
+        np.testing.assert_allclose(_run(sch.mod, x, out_shape), want, rtol=1e-6, atol=1e-6, err_msg=n)
+        if n != memory_bound.AS_WRITTEN:
+            text = sch.mod.script()
+            assert "T.vectorized" in text and ("T.parallel" in text) == (threads > 1), n
+
+
+def test_a_function_it_cannot_read_keeps_only_the_function_as_written():
+    mod = _legalized(OPERATORS["max_pool"][0], OPERATORS["max_pool"][1])
+    sch = tvm.s_tir.Schedule(mod)
+    block = sch.get_sblock("pool_max")
+    sch.fuse(*sch.get_loops(block)[1:3])  # its loops no longer bind its axes one to one
+    assert [n for n, _ in memory_bound.schedules(sch.mod, lanes=16)] == [memory_bound.AS_WRITTEN]
+    # an axis of 7 channels splits into no whole vectors: nothing but the function as written
+    odd = _legalized(OPERATORS["max_pool"][0], (1, 9, 9, 7))
+    assert [n for n, _ in memory_bound.schedules(odd, lanes=16)] == [memory_bound.AS_WRITTEN]
+
+
+def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resume(small_catalog, host, tmp_path):
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+
+    mod = nw.prepare(load_model("micro_resnet").mod, host)
+    work = tmp_path / "w"
+    res = nw.tune_network(mod, host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
+    others = [t for t in res.tasks if t.policy == "metaschedule"]
+    assert others and all(t.verified for t in others)
+    database = open_database(str(work))
+    tasks = {t.name: t for t in nw.extract_tasks(mod, host)}
+    for t in others:
+        variants = record_variants(database, tasks[t.name].mod)
+        # MetaSchedule's trial and the function as written at least; the fastest named in the result
+        assert variants.count(None) == 1 and memory_bound.AS_WRITTEN in variants
+        assert t.trials == len(variants)
+        assert t.made_by == (f"tvm_ttile {variants[0]}" if variants[0] else "metaschedule's search")
+    curves = sorted(work.glob("tasks/*/curve.jsonl"))
+    rows = {p: len(p.read_text().splitlines()) for p in curves}
+    again = nw.tune_network(mod, host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
+    assert {p: len(p.read_text().splitlines()) for p in curves} == rows
+    assert [t.made_by for t in again.tasks] == [t.made_by for t in res.tasks]
+    # other_trials=0 leaves those tasks to the default build: nothing of theirs measured
+    bare = nw.tune_network(mod, host, work_dir=str(tmp_path / "bare"), trials_per_task=1, other_trials=0,
+                           progress=False)
+    assert all(t.trials == 0 for t in bare.tasks if t.policy == "metaschedule")
+    assert json.loads(json.dumps(res.to_json()))["tasks"][0]["made_by"]
