@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tvm
 from tvm import relax
+from tvm.script import relax as R
 
 from tvm_ttile import memory_bound
 from tvm_ttile.metaschedule.database import open_database, record_variants
@@ -15,14 +16,14 @@ from tvm_ttile.metaschedule.database import open_database, record_variants
 def _legalized(make, shape):
     """The PrimFunc Relax's legalization makes of one operator on an NHWC float32 tensor, as its IRModule."""
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorStructInfo(shape, "float32"))
+    x = relax.Var("x", R.Tensor(shape, "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             out = bb.emit_output(make(x))
         bb.emit_func_output(out)
     mod = relax.transform.LegalizeOps()(bb.get())
     (gv,) = [gv for gv in mod.get_global_vars() if gv.name_hint != "main"]
-    return tvm.IRModule({"main": mod[gv]})
+    return tvm.IRModule({"main": mod[gv].with_attr("global_symbol", "main")})
 
 
 OPERATORS = {
@@ -52,7 +53,9 @@ def test_each_schedule_computes_what_the_function_as_written_does(name, threads)
     names = [n for n, _ in made]
     assert names[0] == memory_bound.AS_WRITTEN and expected <= set(names), names
     assert len(set(names)) == len(names)
-    out_shape = [int(d) for d in mod["main"].buffer_map[mod["main"].params[-1]].shape]
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    out_shape = [int(d) for d in ArgInfo.from_prim_func(mod["main"])[-1].shape]
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     want = _run(mod, x, out_shape)
     for n, sch in made:
@@ -87,9 +90,11 @@ def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resum
     tasks = {t.name: t for t in nw.extract_tasks(mod, host)}
     for t in others:
         variants = record_variants(database, tasks[t.name].mod)
-        # MetaSchedule's trial and the function as written at least; the fastest named in the result
-        assert variants.count(None) == 1 and memory_bound.AS_WRITTEN in variants
-        assert t.trials == len(variants)
+        made = [n for n, _ in memory_bound.schedules(tasks[t.name].mod, host.lanes)]
+        # each schedule made here once, and MetaSchedule's one trial (its evolutionary search starts from the
+        # database's best records, so its candidate may be one of those again); the fastest named in the result
+        assert set(variants) >= set(made) and len(variants) == t.trials == len(made) + 1
+        assert made[0] == memory_bound.AS_WRITTEN
         assert t.made_by == (f"tvm_ttile {variants[0]}" if variants[0] else "metaschedule's search")
     curves = sorted(work.glob("tasks/*/curve.jsonl"))
     rows = {p: len(p.read_text().splitlines()) for p in curves}
