@@ -1,8 +1,11 @@
 """Layer by layer inside whole networks: tvm_ttile's tuned network (Relax VM instrument hook) against ONNX
-Runtime (its own profiler), 1 thread, same input, per conv2d/dense shape (calls of one shape added up).
+Runtime (its own profiler), at one thread count, same input, per conv2d/dense shape (calls of one shape added up).
 
     python benchmarks/layer_times.py resnet18 benchmarks/results/end_to_end_zen3/work/resnet18
-        [--input-shape 1,3,224,224] [--out FILE.md]   (default: <work dir>/../../layer_times_<model>.md)
+        [--input-shape 1,3,224,224] [--threads 1] [--out FILE.md]   (default: <work dir>/../../layer_times_<model>.md)
+
+`--threads` as the network was tuned with; ONNX Runtime's threads then do not spin between runs, so that they do not
+take the cores from tvm_ttile's rounds in the same process.
 
 `--input-shape` as the network was tuned with (tune-model's): another shape makes other tasks, built untuned.
 
@@ -30,11 +33,12 @@ RUNS, ROUNDS = 30, 3
 class OrtProfile:
     """ONNX Runtime with its profiler on: run() as often as wanted, then layers()."""
 
-    def __init__(self, net, x):
+    def __init__(self, net, x, threads: int = 1):
         import onnxruntime as ort
 
         so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
         self.feed = {net.input_name: x}
@@ -96,6 +100,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("work_dir")
     ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", help="default: <work dir>/../../layer_times_<model>.md")
     args = ap.parse_args()
     model, work_dir = args.model, args.work_dir
@@ -103,9 +108,9 @@ def main():
     net = load_model(model, tuple(int(d) for d in args.input_shape.split(",")) if args.input_shape else None, seed=0)
     mod = nw.prepare(net.mod)
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    tasks = nw.extract_tasks(mod, host)
-    vm = nw.build_network(mod, work_dir, host)
-    ort = OrtProfile(net, x)
+    tasks = nw.extract_tasks(mod, host, args.threads)
+    vm = nw.build_network(mod, work_dir, host, args.threads)
+    ort = OrtProfile(net, x, args.threads)
     rounds = []
     for _ in range(ROUNDS):  # alternate, so that a disturbed moment of this shared machine hits both
         rounds.append(nw.profile(vm, x, RUNS // ROUNDS))
@@ -131,7 +136,7 @@ def main():
     other_rows += [f"| ONNX Runtime | {k} | {v:.3f} |" for k, v in sorted(theirs_other.items(), key=lambda kv: -kv[1])]
     ours_rest = inside_total - ours_sum - sum(mine_other.values())
     theirs_rest = ort_total - theirs_sum - sum(theirs_other.values())
-    lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime (1 thread)", "",
+    lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime ({args.threads} thread{'s' if args.threads > 1 else ''})", "",
              f"Command: `python benchmarks/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
              f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work "
              "dir, timed by the Relax VM's instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
