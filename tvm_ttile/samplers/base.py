@@ -16,6 +16,11 @@ from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, fold_int
 COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1: exact (one chunk per thread, "
                                       "TTile's reservation), multiple (a multiple of the thread count), balanced "
                                       "(at least 4x it), or any (a kind drawn uniformly among those that fit)"),
+                  "parallel_dims": ("any", "the dimensions the parallel level splits at threads > 1: any, or "
+                                           "activations (only the output's pixels or rows: conv2d's n, h, w, "
+                                           "matmul's i; each thread then writes whole pixels, the share of the "
+                                           "activations the next layer's same thread reads; where no such level "
+                                           "fits, any)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
                   "in_place": (0.0, "share of draws, for a conv2d whose input is padded, that read the input in "
@@ -33,6 +38,9 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
 
 
 CHOICE_DRAWS = ("list", "kind")
+PARALLEL_DIMS = ("any", "activations")
+# The output dimensions that hold whole pixels (conv2d, depthwise) or rows (matmul) of a network's activations.
+ACTIVATION_DIMS = {"conv2d": ("n", "h", "w"), "depthwise": ("n", "h", "w"), "matmul": ("i",)}
 
 
 class Sampler:
@@ -53,6 +61,9 @@ class Sampler:
         if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
             raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
                              f"got {self.options['parallel']!r}")
+        if self.options["parallel_dims"] not in PARALLEL_DIMS:
+            raise TTileError(f"sampler option 'parallel_dims' is one of {', '.join(PARALLEL_DIMS)}; "
+                             f"got {self.options['parallel_dims']!r}")
         if self.options["choice_draw"] not in CHOICE_DRAWS:
             raise TTileError(f"sampler option 'choice_draw' is one of {', '.join(CHOICE_DRAWS)}; "
                              f"got {self.options['choice_draw']!r}")
@@ -143,6 +154,11 @@ class Sampler:
         options = space.parallel_levels(choice, reuse)
         if not options:
             return ()
+        if self.options["parallel_dims"] == "activations":
+            own = ACTIVATION_DIMS[space.problem.op]
+            kept = {kind: [lv for lv in levels if all(d in own for d, _ in lv)] for kind, levels in options.items()}
+            kept = {kind: levels for kind, levels in kept.items() if levels}
+            options = kept or options
         want = self.options["parallel"]
         kinds = [want] if want in options else [k for k in PARALLEL_KINDS if k in options] or ["imbalanced"]
         return self.rng.choice(options[self.rng.choice(kinds)])
