@@ -66,6 +66,23 @@ def test_the_parallel_option_picks_the_kind():
         make_sampler("ttile", parallel="some")
 
 
+def test_parallel_dims_activations_splits_pixels_where_it_can():
+    """parallel_dims=activations: each thread writes whole pixels (n, h, w), never a share of the channels,
+    wherever such a level fits; a 7 x 7 layer, whose pixels no level splits evenly, falls back to any level."""
+    wide = Space(Problem.from_operator(Conv2d(K=64, C=16, H=24, W=24, R=3, S=3, pad=1), 8, "avx2"),
+                 conv_kept("avx2", 8), threads=2)
+    mixed = make_sampler("ttile", seed=3).sample_many(wide, 30)
+    assert any(x.dim == "k" for s in mixed for x in s.parallel_levels)  # the default splits channels too
+    own = make_sampler("ttile", seed=3, parallel_dims="activations").sample_many(wide, 30)
+    assert all(s.parallel_levels and {x.dim for x in s.parallel_levels} <= {"n", "h", "w"} for s in own)
+    small = Space(Problem.from_operator(Conv2d(K=64, C=16, H=7, W=7, R=3, S=3, pad=1), 8, "avx2"),
+                  conv_kept("avx2", 8), threads=2)
+    assert all(s.parallel_balance(2)["kind"] != "imbalanced"
+               for s in make_sampler("ttile", seed=3, parallel_dims="activations").sample_many(small, 10))
+    with pytest.raises(TTileError, match="parallel_dims"):
+        make_sampler("ttile", parallel_dims="channels")
+
+
 def test_parallel_level_rules():
     s = Scheme.parse("[Par(2,k),Par(7,h),T(2,w),T(64,c),U(3,s),U(3,r),U(8,h),U(2,k),V(k)]")
     assert Scheme.parse(s.text) == s and s.specs[0] == Par(2, "k") and s.parallel_chunks == 14
