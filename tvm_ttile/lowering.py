@@ -376,6 +376,10 @@ def _write_in_order(sch, copy, size: int, batch: int = 0) -> None:
 # (results/awkward_zen4/NOTES.md); conv2d prefetching made ResNet-18 5% slower on the Zen 3
 # (results/end_to_end_zen3/builds_side_by_side_prefetch.md). lower(prefetch=) still asks for it.
 WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
+# At threads > 1, an input copy left as a pass (a conv2d's padding) runs on every thread. ResNet-18's tuned conv2d
+# layers at 2 threads, the same schemes lowered both ways: 0.885-1.028x the time with it, 0.968x in all
+# (benchmarks/results/in_network_zen5/parallel_input_pass_2threads.md); off, the pass runs on one core.
+PARALLEL_INPUT_PASS = True
 
 
 def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: bool = True,
@@ -516,6 +520,8 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:], lanes if vector_copy else 0, copy_at,
                                       BORDERS[border] if read_in_place else 0)
+    if threads > 1 and PARALLEL_INPUT_PASS:
+        notes += _parallel_input_pass(sch, block)
     # Threads before tensorize: once tensorize has decomposed the reduction and hoisted its init, `parallel`
     # refuses the loop (its child blocks are no longer complete or reduction blocks).
     if npar:
@@ -533,6 +539,27 @@ def lower(problem: Problem, scheme: Scheme, func, threads: int = 1, prepack: boo
     # The scheme travels with the schedule's trace, so database records say which scheme they are.
     sch.annotate(sch.get_sblock("root"), SCHEME_ANNOTATION, text)
     return Lowered(sch, [name] + ([no_init] if no_init else []), notes)
+
+
+def _parallel_input_pass(sch, block) -> list:
+    """The input's copy, where it stays a pass over the whole input before the operator (the padding, a first
+    layer's NCHW input), split over the threads too: its leading loops fused and parallel. Left serial, ResNet-18's
+    padded layers copied their input on one core while the other waited (a serial share that grows with the
+    cores). A copy marked for read_in_place is left as it is (that pass rewrites it at build time)."""
+    copies = _producers_of(sch, block, _product(sch.get(block).body.value)[1])
+    notes = []
+    for copy in copies:
+        if in_place_reads.ANNOTATION in sch.get(copy).annotations:
+            continue
+        loops = sch.get_loops(copy)
+        if not loops or sch.get_sref(loops[0]).same_as(sch.get_sref(sch.get_loops(block)[0])):
+            continue  # made per tile, under the operator's loops: the operator's parallel loop covers it
+        lead = loops[:2] if len(loops) > 2 else loops[:1]
+        try:
+            sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
+        except Exception as e:  # noqa: BLE001 - schedule errors; the copy stays serial, said in the notes
+            notes.append(f"input copy {sch.get(copy).name_hint} left on one thread: {str(e).splitlines()[0]}")
+    return notes
 
 
 def inline_identity_copies(sch, block) -> list:
