@@ -9,39 +9,26 @@ caches flushed before every call (as tune-model times them). Each is checked aga
 WORK_DIR: a tune-model work dir with MetaSchedule records for those tasks (`--other-trials` > 0); its records made
 by tvm_ttile's schedules are left out of "MetaSchedule's search".
 """
-import argparse
 import statistics
 import sys
 import time
 
 import numpy as np
+from tuned_network import arguments, open_tuned
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("work_dir")
-    ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    args = arguments(__doc__)
 
     import tvm
 
-    from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import memory_bound
     from tvm_ttile import network as nw
     from tvm_ttile.measure import measure_modules
-    from tvm_ttile.metaschedule import open_database, records_of
-    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.metaschedule import records_of
 
-    cpu = cpu_mod.detect_host()
-    cpu_mod.use_threads(args.threads)
-    target = cpu.target(args.threads)
-    shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
-    mod = nw.prepare(load_model(args.model, shape, seed=0).mod, cpu)
-    database = open_database(args.work_dir)
+    net = open_tuned(args)
+    cpu, target, database = net.cpu, net.target, net.database
     lines = [f"# {args.model}: memory-bound tasks alone, MetaSchedule's search against tvm_ttile's schedules", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
              f"({cpu.isa.name}); {args.threads} thread(s); caches flushed before every call (10 calls per round), "
@@ -49,7 +36,7 @@ def main():
              "| task | shape | MetaSchedule's search (its fastest record) | " + " | ".join(
                  ["as written"] + [v.name.replace("_", " ") for v in memory_bound.VARIANTS]) + " | best / MetaSchedule's |",
              "|---|---|---:|" + "---:|" * (len(memory_bound.VARIANTS) + 2)]
-    for task in nw.extract_tasks(mod, cpu, args.threads):
+    for task in net.tasks:
         if task.policy != "metaschedule":
             continue
         candidates = {}

@@ -7,42 +7,29 @@ side with the caches flushed before every call (as tune-model times), round-robi
 
 WORK_DIR: a tune-model work dir tuned at that thread count (its best scheme per task is used).
 """
-import argparse
 import statistics
 import sys
 import time
 
 import numpy as np
+from tuned_network import arguments, open_tuned
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("work_dir")
-    ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    args = arguments(__doc__, threads_required=True)
 
     import tvm
 
-    from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import lowering
     from tvm_ttile import network as nw
     from tvm_ttile.measure import build_module, measure_modules, timing_args
-    from tvm_ttile.metaschedule import best_schedule, open_database, ttile_problem
-    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.metaschedule import best_schedule, ttile_problem
     from tvm_ttile.scheme import Scheme
 
-    cpu = cpu_mod.detect_host()
-    cpu_mod.use_threads(args.threads)
-    target = cpu.target(args.threads)
-    shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
-    mod = nw.prepare(load_model(args.model, shape, seed=0).mod, cpu)
-    database = open_database(args.work_dir)
+    net = open_tuned(args)
+    cpu, target, database = net.cpu, net.target, net.database
     rows, totals = [], [0.0, 0.0]
-    for task in nw.extract_tasks(mod, cpu, args.threads):
+    for task in net.tasks:
         best = task.policy == "tvm_ttile" and best_schedule(database, task.mod)
         if not best:
             continue
