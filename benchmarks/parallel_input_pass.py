@@ -3,7 +3,7 @@ its input in a pass (a padded conv2d), lowered both ways (lowering.PARALLEL_INPU
 side with the caches flushed before every call (as tune-model times), round-robin; each checked against the other.
 
     python benchmarks/parallel_input_pass.py resnet18 WORK_DIR --threads 2 [--input-shape 1,3,224,224]
-        [--rounds 5] --out FILE.md
+        [--rounds 5] [--split-first] --out FILE.md
 
 WORK_DIR: a tune-model work dir tuned at that thread count (its best scheme per task is used).
 """
@@ -16,7 +16,8 @@ from tuned_network import arguments, open_tuned
 
 
 def main():
-    args = arguments(__doc__, threads_required=True)
+    args = arguments(__doc__, threads_required=True,
+                     flags={"--split-first": "time the split pass first in every round (default: the serial one)"})
 
     import tvm
 
@@ -50,8 +51,9 @@ def main():
             outs.append(run_args[-1].numpy())
         if not np.allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4):
             sys.exit(f"{task.name}: the two lowerings disagree")
-        timed = measure_modules(built, target, nw.COLD_SETTINGS, rounds=args.rounds)
-        one, every = (statistics.median(m.seconds) * 1e3 for m in timed)
+        order = built[::-1] if args.split_first else built
+        timed = measure_modules(order, target, nw.COLD_SETTINGS, rounds=args.rounds)
+        one, every = (statistics.median(m.seconds) * 1e3 for m in (timed[::-1] if args.split_first else timed))
         totals[0] += one * task.weight
         totals[1] += every * task.weight
         rows.append(f"| {task.name} | {task.shape} | {task.weight} | {one:.4f} | {every:.4f} | {every / one:.3f} |")

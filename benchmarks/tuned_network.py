@@ -3,9 +3,12 @@ import argparse
 import dataclasses
 
 
-def arguments(doc: str, threads_required: bool = False):
-    """MODEL WORK_DIR [--input-shape] [--threads] [--rounds] --out, parsed."""
+def arguments(doc: str, threads_required: bool = False, flags: dict | None = None):
+    """MODEL WORK_DIR [--input-shape] [--threads] [--rounds] --out, and the script's own on/off `flags`
+    ({"--name": help}), parsed."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, text in (flags or {}).items():
+        ap.add_argument(flag, action="store_true", help=text)
     ap.add_argument("model")
     ap.add_argument("work_dir")
     ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")
