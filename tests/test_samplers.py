@@ -90,7 +90,7 @@ def test_options_and_names_are_checked():
     with pytest.raises(TTileError, match="no option"):
         make_sampler("ttile", depth=3)
     assert make_sampler("levels", max_levels=2).options == {"max_levels": 2, "singles_only": False, "parallel": "any",
-                                                                  "pad": 0.5, "in_place": 0.0,
+                                                                  "parallel_dims": "any", "pad": 0.5, "in_place": 0.0,
                                                                   "choice_draw": "list", "fold_reuse": False}
 
 
