@@ -631,7 +631,8 @@ def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1,
     """Compile the prepared Relax module with the tuning records (the pipeline of MetaSchedule's compile_relax,
     plus weight prepacking: the packing blocks of tuned functions are split out and folded on the constant
     weights, once); functions without a record keep the default (unscheduled) lowering. `prepack` must be as
-    when the tasks were tuned (it changes the task keys). Returns the relax Executable."""
+    when the tasks were tuned (it changes the task keys). `exec_mode`: relax.build's ("compiled" turns the VM's
+    program into machine code; level with "bytecode" on ResNet-18 and Darknet-19). Returns the relax Executable."""
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
 
     cpu = cpu or cpu_mod.detect_host()
