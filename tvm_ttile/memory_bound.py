@@ -3,9 +3,9 @@ read and write whole vectors along the axis stored contiguously, with the window
 
 MetaSchedule's evolutionary search reaches such schedules slowly on a few trials (ResNet-18's 3x3 max pool at
 16 trials: about twice the time of these). So tune_network measures these few schedules, each once, beside
-MetaSchedule's own search of the task; the database keeps whichever is faster. A block these rules cannot read
-(loops not bound one to one to its axes, a buffer index that is not an axis) gets no schedule from here, and
-the task is MetaSchedule's alone."""
+MetaSchedule's own search of the task; the database keeps whichever is faster. A function these rules cannot
+read (loops not bound one to one to its axes, no whole vectors along the axis) gets only the function as written
+from here, beside MetaSchedule's search."""
 from __future__ import annotations
 
 import dataclasses
