@@ -323,6 +323,10 @@ def test_tune_model_with_the_model_strategy_between_metaschedule_tasks(small_cat
     report = json.loads(capsys.readouterr().out)
     tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
     assert report["correct"] and tuned and all(t["trials"] == 2 and t["verified"] for t in tuned)
+    # the other tasks: MetaSchedule's trial beside tvm_ttile's memory-bound schedules, the maker of the best named
+    others = [t for t in report["tasks"] if t["policy"] == "metaschedule"]
+    assert others and all(t["made_by"] and t["trials"] >= 2 for t in others)
+    assert f"| {others[0]['name']} | metaschedule: best {others[0]['made_by']} |" in (tmp_path / "w" / "report.md").read_text()
 
 
 @pytest.mark.slow
