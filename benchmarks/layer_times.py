@@ -136,7 +136,8 @@ def main():
     other_rows += [f"| ONNX Runtime | {k} | {v:.3f} |" for k, v in sorted(theirs_other.items(), key=lambda kv: -kv[1])]
     ours_rest = inside_total - ours_sum - sum(mine_other.values())
     theirs_rest = ort_total - theirs_sum - sum(theirs_other.values())
-    lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime ({args.threads} thread{'s' if args.threads > 1 else ''})", "",
+    threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
+    lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime ({threads})", "",
              f"Command: `python benchmarks/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
              f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work "
              "dir, timed by the Relax VM's instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "

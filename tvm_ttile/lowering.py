@@ -376,9 +376,10 @@ def _write_in_order(sch, copy, size: int, batch: int = 0) -> None:
 # (results/awkward_zen4/NOTES.md); conv2d prefetching made ResNet-18 5% slower on the Zen 3
 # (results/end_to_end_zen3/builds_side_by_side_prefetch.md). lower(prefetch=) still asks for it.
 WEIGHT_PREFETCH = {"matmul": 0, "conv2d": 0, "depthwise": 0}
-# At threads > 1, an input copy left as a pass (a conv2d's padding) runs on every thread. ResNet-18's tuned conv2d
-# layers at 2 threads, the same schemes lowered both ways: 0.885-1.028x the time with it, 0.968x in all
-# (benchmarks/results/in_network_zen5/parallel_input_pass_2threads.md); off, the pass runs on one core.
+# At threads > 1, an input copy left as a pass (a conv2d's padding) runs on every thread. ResNet-18's padded conv2d
+# layers at 2 threads, the same schemes lowered both ways: 0.990x and 0.971x their time in all, in two runs
+# (benchmarks/results/in_network_zen5/parallel_input_pass_2threads*.md); serial, that pass is the share Amdahl's
+# law charges at many cores. Off, the pass runs on one core.
 PARALLEL_INPUT_PASS = True
 
 

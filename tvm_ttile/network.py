@@ -537,8 +537,9 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             per_iter = 10
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
+            variants = record_variants(database, task.mod)
             # (tvm_ttile's memory-bound schedules, measured first, are not in MetaSchedule's budget)
-            before = [v for v in record_variants(database, task.mod) if v is None]
+            before = [v for v in variants if v is None]
         # A finished run's budget is remembered: a task whose space holds fewer candidates than the budget, or
         # whose candidates partly failed, is not searched again on every resume.
         todo = 0 if asked >= budget else max(budget - len(before), 0)
@@ -551,8 +552,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         if task.policy == "metaschedule" and budget:
             # Pooling, means, transposes: a few finished schedules (memory_bound.py), each measured once;
             # MetaSchedule's search below competes with them in the database.
-            done = set(record_variants(database, task.mod))
-            fresh = [n for n, _ in memory_bound_schedules(task.mod, cpu.lanes, threads) if n not in done]
+            fresh = [n for n, _ in memory_bound_schedules(task.mod, cpu.lanes, threads) if n not in variants]
         if fresh:
             forget_picks(work_dir)
             if not measurer:

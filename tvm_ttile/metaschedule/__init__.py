@@ -22,5 +22,6 @@ from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepar
 from .search import DesignSpacesOnce, TTileSearch
 from .space import MemoryBoundSpace, TTileSpaceGenerator, ttile_problem
 
-__all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule", "cpu_tensor_intrinsics_only", "evolutionary_search",
-           "measured_schemes", "record_variants", "open_database", "prepare_logging", "records_of", "register_intrinsics_in", "ttile_problem"]
+__all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
+           "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database", "prepare_logging",
+           "record_variants", "records_of", "register_intrinsics_in", "ttile_problem"]
