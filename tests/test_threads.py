@@ -83,6 +83,21 @@ def test_parallel_dims_activations_splits_pixels_where_it_can():
         make_sampler("ttile", parallel_dims="channels")
 
 
+def test_parallel_dims_rows_gives_each_thread_a_band_of_rows():
+    """parallel_dims=rows: the parallel level's outermost split is the rows (h), into a multiple of the thread
+    count, so that each thread's chunks are one band of whole rows; a 7-row layer falls back to any level."""
+    wide = Space(Problem.from_operator(Conv2d(K=64, C=16, H=24, W=24, R=3, S=3, pad=1), 8, "avx2"),
+                 conv_kept("avx2", 8), threads=2)
+    rows = make_sampler("ttile", seed=3, parallel_dims="rows").sample_many(wide, 30)
+    assert all(s.parallel_levels[0].dim == "h" and s.parallel_levels[0].n % 2 == 0 for s in rows)
+    assert any(len(s.parallel_levels) > 1 for s in rows)  # splits inside the band are still drawn
+    small = Space(Problem.from_operator(Conv2d(K=64, C=16, H=7, W=7, R=3, S=3, pad=1), 8, "avx2"),
+                  conv_kept("avx2", 8), threads=2)
+    fallback = make_sampler("ttile", seed=3, parallel_dims="rows").sample_many(small, 10)
+    assert all(s.parallel_levels and s.parallel_balance(2)["kind"] != "imbalanced" for s in fallback)
+    assert any(s.parallel_levels[0].dim != "h" for s in fallback)
+
+
 def test_a_padding_pass_runs_on_every_thread(host):
     """At 2 threads a padded conv2d's input copy, left as a pass before the operator, is split over the threads
     too (lowering.PARALLEL_INPUT_PASS), and the result is unchanged."""

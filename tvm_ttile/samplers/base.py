@@ -20,7 +20,10 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                            "activations (only the output's pixels or rows: conv2d's n, h, w, "
                                            "matmul's i; each thread then writes whole pixels, the share of the "
                                            "activations the next layer's same thread reads; where no such level "
-                                           "fits, any)"),
+                                           "fits, any), or rows (each thread a band of whole output rows, the "
+                                           "same band in every layer: the first split is conv2d's n or h, "
+                                           "matmul's i, into a multiple of the thread count; where none fits, "
+                                           "any)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
                   "in_place": (0.0, "share of draws, for a conv2d whose input is padded, that read the input in "
@@ -38,9 +41,13 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
 
 
 CHOICE_DRAWS = ("list", "kind")
-PARALLEL_DIMS = ("any", "activations")
+PARALLEL_DIMS = ("any", "activations", "rows")
 # The output dimensions that hold whole pixels (conv2d, depthwise) or rows (matmul) of a network's activations.
 ACTIVATION_DIMS = {"conv2d": ("n", "h", "w"), "depthwise": ("n", "h", "w"), "matmul": ("i",)}
+# ... and those whose outermost split gives each thread a band of whole rows (TVM hands a parallel loop's
+# iterations to the threads in contiguous blocks): the band a layer writes is the band the next layer's same
+# thread reads (its halo aside), at any stride, so activations stay in that core's L2.
+ROW_DIMS = {"conv2d": ("n", "h"), "depthwise": ("n", "h"), "matmul": ("i",)}
 
 
 class Sampler:
@@ -134,6 +141,8 @@ class Sampler:
             raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
         if space.threads > 1:  # microkernels that leave room for a balanced parallel level, where any do
             pool = [c for c in pool if "imbalanced" not in space.parallel_levels(c, 1)] or pool
+            if self.options["parallel_dims"] != "any":  # ... and for one on the wanted dimensions, where any do
+                pool = [c for c in pool if self._wanted_levels(space, space.parallel_levels(c, 1))] or pool
         if self.options["choice_draw"] == "kind":  # no random number unless both kinds fit
             kinds = [k for k in ([c for c in pool if not c.combined], [c for c in pool if c.combined]) if k]
             pool = self.rng.choice(kinds) if len(kinds) > 1 else pool
@@ -154,14 +163,23 @@ class Sampler:
         options = space.parallel_levels(choice, reuse)
         if not options:
             return ()
-        if self.options["parallel_dims"] == "activations":
-            own = ACTIVATION_DIMS[space.problem.op]
-            kept = {kind: [lv for lv in levels if all(d in own for d, _ in lv)] for kind, levels in options.items()}
-            kept = {kind: levels for kind, levels in kept.items() if levels}
-            options = kept or options
+        options = self._wanted_levels(space, options) or options
         want = self.options["parallel"]
         kinds = [want] if want in options else [k for k in PARALLEL_KINDS if k in options] or ["imbalanced"]
         return self.rng.choice(options[self.rng.choice(kinds)])
+
+    def _wanted_levels(self, space: Space, options: dict) -> dict:
+        """The parallel levels of `options` ({kind: levels}, space.parallel_levels) on the dimensions the
+        `parallel_dims` option asks for, by kind, kinds left empty dropped; all of them for any."""
+        dims, op = self.options["parallel_dims"], space.problem.op
+        if dims == "any":
+            return options
+        if dims == "activations":
+            keep = lambda lv: all(d in ACTIVATION_DIMS[op] for d, _ in lv)  # noqa: E731
+        else:  # rows: the outermost split hands each thread one band of whole rows
+            keep = lambda lv: lv[0][0] in ROW_DIMS[op] and lv[0][1] % space.threads == 0  # noqa: E731
+        kept = {kind: [lv for lv in levels if lv and keep(lv)] for kind, levels in options.items()}
+        return {kind: levels for kind, levels in kept.items() if levels}
 
     def large_factor_levels(self, space: Space, choice: Choice, reuse: int, parallel=()) -> list:
         """Paper section 6.1: repeatedly draw a (dimension, factor > 1) pair uniformly among those left
