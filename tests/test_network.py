@@ -341,9 +341,10 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
             "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
-    # the network's defaults (weights-first, reduction-innermost) stay unless the command line overrides them
-    assert report["sampler_options"] == {"min_reuse": 4, "reduction_inner": 0.5, "weights_first": 0.5}
-    assert "min_reuse=4, reduction_inner=0.5, weights_first=0.5" in (work / "report.md").read_text()
+    # the network's defaults (weights-first, reduction-innermost, row bands) stay unless the command line overrides them
+    assert report["sampler_options"] == {"min_reuse": 4, "parallel_dims": "rows", "reduction_inner": 0.5,
+                                         "weights_first": 0.5}
+    assert "min_reuse=4, parallel_dims=rows, reduction_inner=0.5, weights_first=0.5" in (work / "report.md").read_text()
     # where the tuning time went: per policy in the summary, per task in the table
     spent = sum(t["tuning_seconds"] for t in report["tasks"] if t["policy"] == "tvm_ttile")
     assert spent > 0 and f"tvm_ttile {spent:.0f} s over 3 tasks" in (work / "report.md").read_text()

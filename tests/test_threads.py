@@ -96,6 +96,11 @@ def test_parallel_dims_rows_gives_each_thread_a_band_of_rows():
     fallback = make_sampler("ttile", seed=3, parallel_dims="rows").sample_many(small, 10)
     assert all(s.parallel_levels and s.parallel_balance(2)["kind"] != "imbalanced" for s in fallback)
     assert any(s.parallel_levels[0].dim != "h" for s in fallback)
+    many = Space(Problem.from_operator(Conv2d(K=64, C=16, H=24, W=24, R=3, S=3, pad=1), 8, "avx2"),
+                 conv_kept("avx2", 8), threads=8)  # bands for groups of threads: 2 or 4 bands, 8 | 24 not
+    grouped = make_sampler("ttile", seed=3, parallel_dims="rows").sample_many(many, 30)
+    assert all(s.parallel_levels[0].dim == "h" and (s.parallel_levels[0].n % 8 == 0 or 8 % s.parallel_levels[0].n == 0)
+               for s in grouped)
 
 
 def test_a_padding_pass_runs_on_every_thread(host):

@@ -415,7 +415,8 @@ def _parents():
     tuning.add_argument("--confirm-top", type=_non_negative, metavar="N", help=CONFIRM_HELP)
     tuning.add_argument("--sampler-option", action="append", default=[], metavar="NAME=VALUE",
                         help="an option of tvm_ttile's sampler, e.g. min_reuse=32, weights_first=0.5, "
-                             "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5)")
+                             "parallel=balanced (tune-model's defaults: weights_first=0.5, reduction_inner=0.5, "
+                             "parallel_dims=rows)")
     return output, tuning
 
 

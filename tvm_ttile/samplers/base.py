@@ -20,10 +20,10 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
                                            "activations (only the output's pixels or rows: conv2d's n, h, w, "
                                            "matmul's i; each thread then writes whole pixels, the share of the "
                                            "activations the next layer's same thread reads; where no such level "
-                                           "fits, any), or rows (each thread a band of whole output rows, the "
-                                           "same band in every layer: the first split is conv2d's n or h, "
-                                           "matmul's i, into a multiple of the thread count; where none fits, "
-                                           "any)"),
+                                           "fits, any), or rows (each thread, or each group of neighbouring "
+                                           "threads, a band of whole output rows, the same band in every layer: "
+                                           "the first split is conv2d's n or h, matmul's i, into a multiple or a "
+                                           "divisor of the thread count; where none fits, any)"),
                   "pad": (0.5, "share of draws that pad each awkward dimension of the problem to a friendlier size "
                                "(Space.padding; 0: never pad, 1: always)"),
                   "in_place": (0.0, "share of draws, for a conv2d whose input is padded, that read the input in "
@@ -46,7 +46,8 @@ PARALLEL_DIMS = ("any", "activations", "rows")
 ACTIVATION_DIMS = {"conv2d": ("n", "h", "w"), "depthwise": ("n", "h", "w"), "matmul": ("i",)}
 # ... and those whose outermost split gives each thread a band of whole rows (TVM hands a parallel loop's
 # iterations to the threads in contiguous blocks): the band a layer writes is the band the next layer's same
-# thread reads (its halo aside), at any stride, so activations stay in that core's L2.
+# thread reads (its halo aside), at any stride, so activations stay in that core's L2. Split into a divisor of
+# the thread count, a band goes to a group of neighbouring threads, nested in the bands of finer splits.
 ROW_DIMS = {"conv2d": ("n", "h"), "depthwise": ("n", "h"), "matmul": ("i",)}
 
 
@@ -176,8 +177,9 @@ class Sampler:
             return options
         if dims == "activations":
             keep = lambda lv: all(d in ACTIVATION_DIMS[op] for d, _ in lv)  # noqa: E731
-        else:  # rows: the outermost split hands each thread one band of whole rows
-            keep = lambda lv: lv[0][0] in ROW_DIMS[op] and lv[0][1] % space.threads == 0  # noqa: E731
+        else:  # rows: the outermost split hands each thread (or group of threads) one band of whole rows
+            t = space.threads
+            keep = lambda lv: lv[0][0] in ROW_DIMS[op] and (lv[0][1] % t == 0 or t % lv[0][1] == 0)  # noqa: E731
         kept = {kind: [lv for lv in levels if lv and keep(lv)] for kind, levels in options.items()}
         return {kind: levels for kind, levels in kept.items() if levels}
 
