@@ -85,7 +85,8 @@ def test_parallel_dims_activations_splits_pixels_where_it_can():
 
 def test_parallel_dims_rows_gives_each_thread_a_band_of_rows():
     """parallel_dims=rows: the parallel level's outermost split is the rows (h), into a multiple of the thread
-    count, so that each thread's chunks are one band of whole rows; a 7-row layer falls back to any level."""
+    count, so that each thread's chunks are one band of whole rows, or into a divisor of it (a band per group of
+    threads); a 7-row layer at 2 threads falls back to any level."""
     wide = Space(Problem.from_operator(Conv2d(K=64, C=16, H=24, W=24, R=3, S=3, pad=1), 8, "avx2"),
                  conv_kept("avx2", 8), threads=2)
     rows = make_sampler("ttile", seed=3, parallel_dims="rows").sample_many(wide, 30)

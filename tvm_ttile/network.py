@@ -398,10 +398,10 @@ TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator a
 # Runtime with it against 1.18-1.27x with the paper's draw. Half of all draws then reduction-innermost, the order
 # of MetaSchedule's best conv2d kernels: ResNet-18 40.07 ms against 41.56 without (its 7x7 C=3 stem 65.7 -> 99.0
 # GFLOPS alone). At threads > 1 each thread a band of whole rows in every layer (parallel_dims=rows; it draws
-# nothing different at 1 thread), so that a layer reads its input from its own core's cache: ResNet-18 at 2 threads
-# on the Zen 5 ran 0.972x, 0.993x and 0.984x a same-day build with any split, in three runs side by side, each
-# difference within about one spread, Darknet-19 level (benchmarks/results/in_network_zen5/NOTES.md). Kept for the
-# many-core model there: split over channels, every core reads (T - 1) / T of its input from the others' caches.
+# nothing different at 1 thread), so that a layer reads its input from its own core's cache. Level at 2 threads on
+# the Zen 5: ResNet-18 0.972-0.993x a same-day build with any split in three runs (seed 0), 1.006-1.008x in two
+# (seed 1), Darknet-19 1.00x (benchmarks/results/in_network_zen5/NOTES.md). Kept for the many-core model there:
+# split over channels, every core reads (T - 1) / T of its input from the others' caches; in bands, the halos.
 NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5, "parallel_dims": "rows"}
 
 

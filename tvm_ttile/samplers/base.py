@@ -41,7 +41,6 @@ COMMON_OPTIONS = {"parallel": ("any", "the parallel level's kind at threads > 1:
 
 
 CHOICE_DRAWS = ("list", "kind")
-PARALLEL_DIMS = ("any", "activations", "rows")
 # The output dimensions that hold whole pixels (conv2d, depthwise) or rows (matmul) of a network's activations.
 ACTIVATION_DIMS = {"conv2d": ("n", "h", "w"), "depthwise": ("n", "h", "w"), "matmul": ("i",)}
 # ... and those whose outermost split gives each thread a band of whole rows (TVM hands a parallel loop's
@@ -49,6 +48,19 @@ ACTIVATION_DIMS = {"conv2d": ("n", "h", "w"), "depthwise": ("n", "h", "w"), "mat
 # thread reads (its halo aside), at any stride, so activations stay in that core's L2. Split into a divisor of
 # the thread count, a band goes to a group of neighbouring threads, nested in the bands of finer splits.
 ROW_DIMS = {"conv2d": ("n", "h"), "depthwise": ("n", "h"), "matmul": ("i",)}
+
+
+def _whole_pixels(op: str, threads: int, level) -> bool:
+    return all(d in ACTIVATION_DIMS[op] for d, _ in level)
+
+
+def _row_bands(op: str, threads: int, level) -> bool:
+    dim, chunks = level[0]
+    return dim in ROW_DIMS[op] and (chunks % threads == 0 or threads % chunks == 0)
+
+
+# parallel_dims: which parallel levels each value keeps (op, threads, level ((dim, chunks), ...)); None: all.
+PARALLEL_DIMS = {"any": None, "activations": _whole_pixels, "rows": _row_bands}
 
 
 class Sampler:
@@ -142,7 +154,7 @@ class Sampler:
             raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
         if space.threads > 1:  # microkernels that leave room for a balanced parallel level, where any do
             pool = [c for c in pool if "imbalanced" not in space.parallel_levels(c, 1)] or pool
-            if self.options["parallel_dims"] != "any":  # ... and for one on the wanted dimensions, where any do
+            if PARALLEL_DIMS[self.options["parallel_dims"]]:  # ... and for one on the wanted dimensions, where any do
                 pool = [c for c in pool if self._wanted_levels(space, space.parallel_levels(c, 1))] or pool
         if self.options["choice_draw"] == "kind":  # no random number unless both kinds fit
             kinds = [k for k in ([c for c in pool if not c.combined], [c for c in pool if c.combined]) if k]
@@ -172,15 +184,11 @@ class Sampler:
     def _wanted_levels(self, space: Space, options: dict) -> dict:
         """The parallel levels of `options` ({kind: levels}, space.parallel_levels) on the dimensions the
         `parallel_dims` option asks for, by kind, kinds left empty dropped; all of them for any."""
-        dims, op = self.options["parallel_dims"], space.problem.op
-        if dims == "any":
+        keep = PARALLEL_DIMS[self.options["parallel_dims"]]
+        if keep is None:
             return options
-        if dims == "activations":
-            keep = lambda lv: all(d in ACTIVATION_DIMS[op] for d, _ in lv)  # noqa: E731
-        else:  # rows: the outermost split hands each thread (or group of threads) one band of whole rows
-            t = space.threads
-            keep = lambda lv: lv[0][0] in ROW_DIMS[op] and (lv[0][1] % t == 0 or t % lv[0][1] == 0)  # noqa: E731
-        kept = {kind: [lv for lv in levels if lv and keep(lv)] for kind, levels in options.items()}
+        op, threads = space.problem.op, space.threads
+        kept = {kind: [lv for lv in levels if lv and keep(op, threads, lv)] for kind, levels in options.items()}
         return {kind: levels for kind, levels in kept.items() if levels}
 
     def large_factor_levels(self, space: Space, choice: Choice, reuse: int, parallel=()) -> list:
