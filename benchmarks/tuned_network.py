@@ -3,12 +3,14 @@ import argparse
 import dataclasses
 
 
-def arguments(doc: str, threads_required: bool = False, flags: dict | None = None):
-    """MODEL WORK_DIR [--input-shape] [--threads] [--rounds] --out, and the script's own on/off `flags`
-    ({"--name": help}), parsed."""
+def arguments(doc: str, threads_required: bool = False, flags: dict | None = None, numbers: dict | None = None):
+    """MODEL WORK_DIR [--input-shape] [--threads] [--rounds] --out, the script's own on/off `flags`
+    ({"--name": help}) and numbers ({"--name": (default, help)}), parsed."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     for flag, text in (flags or {}).items():
         ap.add_argument(flag, action="store_true", help=text)
+    for name, (default, text) in (numbers or {}).items():
+        ap.add_argument(name, type=type(default), default=default, help=text)
     ap.add_argument("model")
     ap.add_argument("work_dir")
     ap.add_argument("--input-shape", help="NCHW, e.g. 1,3,224,224 (default: the model's)")

@@ -312,15 +312,19 @@ def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, ho
 
 
 @pytest.mark.slow
-def test_tune_model_with_the_model_strategy_between_metaschedule_tasks(small_catalog, tmp_path, capsys):
-    """--strategy model reaches every conv2d/matmul task, also those tuned after a MetaSchedule task."""
+@pytest.mark.parametrize("strategy, options, named", [("model", ["--strategy-option", "pool=100"], "model pool=100"),
+                                                      ("ttile", [], "random")])
+def test_tune_model_strategies_reach_every_task_between_metaschedule_tasks(small_catalog, tmp_path, capsys, strategy,
+                                                                           options, named):
+    """Either strategy (model, the default, or the paper's draws) reaches every conv2d/matmul task, also those
+    tuned after a MetaSchedule task, and the report names it."""
     from tvm_ttile import cli
 
-    args = ["tune-model", "micro_resnet", "--trials-per-task", "2", "--other-trials", "1", "--strategy", "model",
-            "--strategy-option", "pool=100", "--in-network-top", "0", "--libraries", "", "--work-dir",
-            str(tmp_path / "w"), "--json"]
+    args = ["tune-model", "micro_resnet", "--trials-per-task", "2", "--other-trials", "1", "--strategy", strategy,
+            *options, "--in-network-top", "0", "--libraries", "", "--work-dir", str(tmp_path / "w"), "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
+    assert f"(strategy {named}; sampler " in (tmp_path / "w" / "report.md").read_text()
     tuned = [t for t in report["tasks"] if t["policy"] == "tvm_ttile"]
     assert report["correct"] and tuned and all(t["trials"] == 2 and t["verified"] for t in tuned)
     # the other tasks: MetaSchedule's trial beside tvm_ttile's memory-bound schedules, the maker of the best named
@@ -345,6 +349,9 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     assert report["sampler_options"] == {"min_reuse": 4, "parallel_dims": "rows", "reduction_inner": 0.5,
                                          "weights_first": 0.5}
     assert "min_reuse=4, parallel_dims=rows, reduction_inner=0.5, weights_first=0.5" in (work / "report.md").read_text()
+    # ... and so does its search strategy (a pool ranked first), named in the report with the options given
+    assert report["strategy"] == nw.NETWORK_STRATEGY == "model" and report["strategy_options"] == {}
+    assert "(strategy model; sampler min_reuse=4," in (work / "report.md").read_text()
     # where the tuning time went: per policy in the summary, per task in the table
     spent = sum(t["tuning_seconds"] for t in report["tasks"] if t["policy"] == "tvm_ttile")
     assert spent > 0 and f"tvm_ttile {spent:.0f} s over 3 tasks" in (work / "report.md").read_text()

@@ -431,8 +431,9 @@ def _add_strategy_option(p) -> None:
                         "na2c: steps=3, tau=0.5, ...")
 
 
-def _strategy(name: str) -> str:
-    """The strategies module's name of a --strategy choice (ttile: the paper's draws, measured as drawn)."""
+def _strategy(name: str | None) -> str | None:
+    """The strategies module's name of a --strategy choice (ttile: the paper's draws, measured as drawn; None: the
+    command's default)."""
     return {"ttile": "random"}.get(name, name)
 
 
@@ -509,10 +510,11 @@ def make_parser():
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
     p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
-    p.add_argument("--strategy", choices=["ttile", "model", "gbfs", "na2c"], default="ttile",
-                   help="how conv2d/matmul tasks pick what to measure: ttile (schemes measured as drawn), model "
-                        "(a pool of drawn schemes ranked first; see --strategy-option), gbfs or na2c (walks from "
-                        "measured schemes to their neighbours)")
+    p.add_argument("--strategy", choices=["ttile", "model", "gbfs", "na2c"], default=None,
+                   help="how conv2d/matmul tasks pick what to measure: model (the default: a pool of drawn schemes "
+                        "ranked by the cost model first, measured from the top; see --strategy-option), ttile "
+                        "(schemes measured as drawn), gbfs or na2c (walks from measured schemes to their "
+                        "neighbours)")
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")

@@ -40,11 +40,12 @@ def latency_rounds() -> int:
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
                prepack=True, dense="tvm_ttile", cache_flush=True, sampler_options=None, confirm_top=None,
-               in_network_top=IN_NETWORK_TOP, strategy="random", strategy_options=None) -> dict:
+               in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: time
-    tvm_ttile's candidates with flushed caches (network.COLD_SETTINGS: why it is the default)."""
+    tvm_ttile's candidates with flushed caches (network.COLD_SETTINGS: why it is the default). `strategy`: how
+    conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None: network.NETWORK_STRATEGY)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
@@ -55,6 +56,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     net = load_model(source, input_shape, seed=seed)
     work_dir = work_dir or f"tune_{net.name}"
     mod = nw.prepare(net.mod, cpu)
+    strategy = strategy or nw.NETWORK_STRATEGY
     start = time.time()
     settings = (nw.COLD_SETTINGS if cache_flush else MeasureSettings()).with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
@@ -153,7 +155,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
-        "sampler_options": nw.network_sampler_options(sampler_options),
+        "sampler_options": nw.network_sampler_options(sampler_options), "strategy": strategy,
+        "strategy_options": dict(strategy_options or {}),
         "other_trials": other_trials, "dense": dense, "seed": seed, "confirm_top": confirm_top,
         "cache_flush": cache_flush,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks),
@@ -197,8 +200,13 @@ def _in_network(tasks, inside, alone) -> dict:
 
 
 def _options_text(r) -> str:
-    opts = r.get("sampler_options") or {}  # reports written before the option existed have none
-    return f" (sampler {options_text(opts)})" if opts else ""
+    parts = []
+    if r.get("strategy"):  # (reports written before these existed have none)
+        given = r.get("strategy_options") or {}
+        parts.append(f"strategy {r['strategy']}" + (f" {options_text(given)}" if given else ""))
+    if r.get("sampler_options"):
+        parts.append(f"sampler {options_text(r['sampler_options'])}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _tuning_split(r) -> str:

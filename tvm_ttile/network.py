@@ -405,6 +405,13 @@ TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator a
 NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5, "parallel_dims": "rows"}
 
 
+# The search strategy of network tasks unless the caller names one: a pool of drawn schemes ranked by the cost
+# model, measured from the top (strategies/model.py). At 50 trials per task it built ResNet-18 3-4% faster than
+# same-day builds of the paper's random draws on the Zen 5, 1 thread (two seeds, side by side; its C = 3 stem, a
+# lottery at 50 random draws, came out 13% faster), Darknet-19 ... (benchmarks/results/in_network_zen5/NOTES.md).
+NETWORK_STRATEGY = "model"
+
+
 # ... and the search strategies' options: no strategy measures in-place variants in a network. With them (the
 # random strategy's last 10 of 50 trials per padded conv2d) Darknet-19 on an AVX-512 Xeon ran 1.07-1.12x slower than
 # builds tuned without, side by side, while its tasks alone were as fast; ResNet-18 was level
@@ -473,10 +480,10 @@ def _earlier_forms(database, task_mods: list, target) -> dict:
 def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task: int = 50, other_trials: int = 16,
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = COLD_SETTINGS, progress=True,
                  verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
-                 sampler_options: dict | None = None, strategy: str = "random",
+                 sampler_options: dict | None = None, strategy: str = NETWORK_STRATEGY,
                  strategy_options: dict | None = None) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
-    tvm_ttile's random search in the structured space, `trials_per_task` trials each; every other task with
+    tvm_ttile's search of the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each, beside tvm_ttile's few memory-bound schedules
     (memory_bound.py: pooling, means, transposes), each measured once (0: leave them to the default build). Every
     task's best is checked against the untuned function before it is reported (settings=COLD_SETTINGS times
@@ -485,7 +492,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
     trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
     the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32});
-    `strategy` ("random" or "model", strategies.STRATEGIES) orders what those tasks measure."""
+    `strategy` (strategies.STRATEGIES; NETWORK_STRATEGY by default) orders what those tasks measure."""
     from .microkernels.catalog import catalog_for
     from .measure import default_builder, default_runner
     from .tune import run_tuner
