@@ -76,6 +76,7 @@ def main():
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
+    from tvm_ttile.in_network import alone_times
     from tvm_ttile.models.importers import load_model
 
     cpu = cpu_mod.detect_host()
@@ -102,7 +103,9 @@ def main():
     import numpy as np
 
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    hooked = nw.profile(nw.vm_of(ex), x)  # the same build, each call timed by the VM's instrument hook
+    vm = nw.vm_of(ex)
+    hooked = nw.profile(vm, x)  # the same build, each call timed by the VM's instrument hook
+    alone = alone_times(ex, vm, x)  # ... and each of its functions alone on copies of its arguments, hot and flushed
     by_kind = collections.defaultdict(float)
     for percent, dso, symbol in rows:
         by_kind[kind_of(dso, symbol, build)] += percent
@@ -114,13 +117,25 @@ def main():
              f"before sampling {median_ms:.2f} ms (60 inferences); ms = share x that median. Beside it, the same build's calls timed by the VM's instrument hook "
              f"(network.profile, as the tune-model report times them; {hooked['repeats']} inferences, median "
              f"{hooked['total_ms']:.2f} ms with the hook).", "",
-             "| function or kind | share | ms per inference | ms with the hook |", "|---|---:|---:|---:|"]
+             "Alone: each function on copies of the arguments it gets in an inference, hot and with the caches "
+             "flushed before every call (in_network.alone_times), x its calls.", "",
+             "| function or kind | share | ms per inference | ms with the hook | alone hot | alone flushed |",
+             "|---|---:|---:|---:|---:|---:|"]
+    sums = [0.0, 0.0, 0.0]  # the compiled functions with an alone time: in the network, alone hot, alone flushed
     for kind, percent in sorted(by_kind.items(), key=lambda kv: -kv[1]):
         share, call = percent / total, hooked["calls"].get(kind)
         with_hook = f"{call['ms']:.3f}" if call else "-"
-        lines.append(f"| {kind} | {100 * share:.2f}% | {share * median_ms:.3f} | {with_hook} |")
+        hot = flushed = "-"
+        if call and kind in alone:
+            hot_ms, flushed_ms = (1e3 * call["calls"] * alone[kind][k] for k in ("hot_s", "flushed_s"))
+            hot, flushed = f"{hot_ms:.3f}", f"{flushed_ms:.3f}"
+            sums = [sums[0] + share * median_ms, sums[1] + hot_ms, sums[2] + flushed_ms]
+        lines.append(f"| {kind} | {100 * share:.2f}% | {share * median_ms:.3f} | {with_hook} | {hot} | {flushed} |")
     outside = hooked["total_ms"] - sum(c["ms"] for c in hooked["calls"].values())
-    lines += ["", f"With the hook, the time in no call (the VM between calls and the hook itself): {outside:.3f} ms."]
+    lines += ["", f"With the hook, the time in no call (the VM between calls and the hook itself): {outside:.3f} ms.",
+              "", f"The compiled functions, with no hook: {sums[0]:.3f} ms in the network (the libc fills and copies "
+              f"their padding passes call not included), {sums[1]:.3f} alone hot ({sums[0] / sums[1]:.3f}x), "
+              f"{sums[2]:.3f} alone flushed ({sums[0] / sums[2]:.3f}x)." if sums[1] else ""]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
