@@ -406,9 +406,10 @@ NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5, "parall
 
 
 # The search strategy of network tasks unless the caller names one: a pool of drawn schemes ranked by the cost
-# model, measured from the top (strategies/model.py). At 50 trials per task it built ResNet-18 3-4% faster than
-# same-day builds of the paper's random draws on the Zen 5, 1 thread (two seeds, side by side; its C = 3 stem, a
-# lottery at 50 random draws, came out 13% faster), Darknet-19 ... (benchmarks/results/in_network_zen5/NOTES.md).
+# model, measured from the top (strategies/model.py). Builds of it ran at 0.96-0.97x the latency of same-day builds
+# of the paper's random draws on the Zen 5 at 1 thread, side by side (ResNet-18, two seeds; its C = 3 stem, a
+# lottery at 50 random draws, took 0.8x the time in the network), Darknet-19 at 0.98x, MobileNet-v2 at 0.92x; at 2
+# threads ResNet-18 level (benchmarks/results/in_network_zen5/NOTES.md).
 NETWORK_STRATEGY = "model"
 
 
