@@ -412,9 +412,11 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
 
 
 @pytest.mark.slow
-def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
-    """A TVM user hands the tvm_ttile search to tune_relax (default space); tasks that are not conv2d/matmul
-    go to MetaSchedule's evolutionary search inside the same plug-in."""
+@pytest.mark.parametrize("strategy", ["random", "model"])
+def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path, strategy):
+    """A TVM user hands the tvm_ttile search to tune_relax (default space), with either strategy (the README's
+    example passes network.NETWORK_STRATEGY); tasks that are not conv2d/matmul go to MetaSchedule's evolutionary
+    search inside the same plug-in."""
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_ttile import network as nw
@@ -430,7 +432,8 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path):
     n_tasks = len(nw.extract_tasks(mod, host))
     db = ms.relax_integration.tune_relax(
         nw.fuse(mod, target), None, target, str(tmp_path), max_trials_global=2 * n_tasks, max_trials_per_task=2,
-        num_trials_per_iter=2, strategy=TTileSearch(seed=0),
+        num_trials_per_iter=2, strategy=TTileSearch(seed=0, strategy=strategy, strategy_options={"pool": 100}
+                                                    if strategy == "model" else None),
         builder=PooledBuilder(f_build=build_module), cost_model="random", task_scheduler="round-robin")
     records = db.get_all_tuning_records()
     ttile = [r for r in records if SCHEME_ANNOTATION in str(r.trace)]
