@@ -408,7 +408,7 @@ NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5, "parall
 # The search strategy of network tasks unless the caller names one: a pool of drawn schemes ranked by the cost
 # model, measured from the top (strategies/model.py). Builds of it ran at 0.96-0.97x the latency of same-day builds
 # of the paper's random draws on the Zen 5 at 1 thread, side by side (ResNet-18, two seeds; its C = 3 stem, a
-# lottery at 50 random draws, took 0.8x the time in the network), Darknet-19 at 0.98x, MobileNet-v2 at 0.92x; at 2
+# lottery at 50 random draws, took 0.8x the time in the network), Darknet-19 level, MobileNet-v2 at 0.92x; at 2
 # threads ResNet-18 level, Darknet-19 0.95x (benchmarks/results/in_network_zen5/NOTES.md).
 NETWORK_STRATEGY = "model"
 
