@@ -74,6 +74,8 @@ def main():
     if not shutil.which("perf"):
         sys.exit("perf is not installed (linux-tools); this script samples with it")
 
+    import numpy as np
+
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
     from tvm_ttile.in_network import alone_times
@@ -100,8 +102,6 @@ def main():
                         str(args.seconds)], capture_output=True, check=True)
         proc.wait()
         rows = samples(perf_data)
-    import numpy as np
-
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
     vm = nw.vm_of(ex)
     hooked = nw.profile(vm, x)  # the same build, each call timed by the VM's instrument hook
