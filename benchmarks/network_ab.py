@@ -66,7 +66,7 @@ def main():
         sys.exit(f"no such work dir: {missing}")
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(args.threads)
-    peak = cpu_mod.peak(cpu, threads=args.threads)["peak_gflops"]
+    peak = cpu_mod.run_peak(cpu, threads=args.threads)["peak_gflops"]
     shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
     net = load_model(args.model, shape, seed=0)  # the weights tune-model drew (seed 0)
     mod = nw.prepare(net.mod)
@@ -103,7 +103,7 @@ def main():
     gflop = sum(t.flops * t.weight for t in nw.extract_tasks(mod, cpu, args.threads)) / 1e9
     lines = [f"# {args.model}: tuned builds side by side", "",
              f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}, "
-             f"peak {peak:.1f} GFLOPS; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats, "
+             f"peak {peak:.1f} GFLOPS measured in this run; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats, "
              "each system in a process of its own every round.", "",
              "| build | median ms | IQR | min | % of peak |" + (f" / {ref_lib} |" if ref_lib else ""),
              "|---|---:|---:|---:|---:|" + ("---:|" if ref_lib else "")]

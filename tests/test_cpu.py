@@ -48,6 +48,17 @@ def test_peak_is_measured_once_then_cached(host):
     assert json.loads((host.cache_dir / "peak.json").read_text())["peak_gflops"] == first["peak_gflops"]
 
 
+def test_run_peak_is_measured_once_in_this_process_and_leaves_the_cache(host, monkeypatch):
+    cached = cpu.peak(host)
+    calls, real = [], cpu.measure_peak
+    monkeypatch.setattr(cpu, "_RUN_PEAKS", {})
+    monkeypatch.setattr(cpu, "measure_peak", lambda c, **kw: calls.append(kw) or real(c, **kw))
+    first = cpu.run_peak(host)
+    assert cpu.run_peak(host) is first and calls == [{"threads": 1}]
+    assert first["peak_gflops"] > 1 and first["bandwidth_gbs"] > 0 and first["cpu"] == host.describe()["cpu"]
+    assert cpu.peak(host)["measured_at"] == cached["measured_at"]  # the day's cached figure stays as it was
+
+
 def test_foreign_isa_cannot_be_measured_here():
     foreign = [i for i in ("avx2", "avx512", "neon") if not cpu._runs_here(i)]
     for isa in foreign:

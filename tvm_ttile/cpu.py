@@ -374,6 +374,22 @@ def peak_path(cpu: CPUModel, threads: int = 1):
     return cpu.cache_dir / ("peak.json" if threads == 1 else f"peak_{threads}threads.json")
 
 
+_RUN_PEAKS: dict = {}
+
+
+def run_peak(cpu: CPUModel, threads: int = 1) -> dict:
+    """The peak (and memory bandwidth) measured in this process, once per CPU and thread count: what a run's
+    "% of peak" divides by, so that it reflects the machine's moment rather than a figure cached on another day
+    (peak() keeps that one, for the catalogs' thresholds; it is not overwritten here). A CPU that cannot run
+    here (a cross-compiled ISA) gets the cached peak."""
+    if not _runs_here(cpu.isa.name):
+        return peak(cpu, threads=threads)
+    key = (str(cpu.cache_dir), threads)
+    if key not in _RUN_PEAKS:
+        _RUN_PEAKS[key] = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
+    return _RUN_PEAKS[key]
+
+
 def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1) -> dict:
     """The cached measured peak of `cpu` at `threads` threads; measured once per CPU/ISA/TVM/tvm_ttile version
     and thread count."""

@@ -167,7 +167,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                                                                                    if t.trials),
         "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
         "in_network": _in_network(tuned.tasks, inside, alone), "latency_rounds": rounds, "in_network_top": in_network_top,
-        "in_network_picks": picked, "bandwidth_gbs": cpu_mod.peak(cpu, threads=threads).get("bandwidth_gbs")}
+        "in_network_picks": picked, "bandwidth_gbs": cpu_mod.run_peak(cpu, threads=threads).get("bandwidth_gbs")}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
     with open(WorkDir(work_dir).report_json, "w") as f:
@@ -221,7 +221,7 @@ def _tuning_split(r) -> str:
 def format_report(r) -> str:
     total = sum(t["seconds"] * t["weight"] for t in r["tasks"] if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
-             f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS", "",
+             f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS (measured in this run)", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
              f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
@@ -279,7 +279,7 @@ def _causes_lines(r) -> list:
                  "timed alone on the arguments they get in an inference). Cold operands: alone with the caches "
                  "flushed before each call (all but the input) minus alone hot; the rest: in the network minus "
                  "flushed (the input's and output's state there, the VM around the call)" +
-             (f". Weights at memory bandwidth: streaming them once at the {bw:.1f} GB/s measured." if bw else "."),
+             (f". Weights at memory bandwidth: streaming them once at the {bw:.1f} GB/s measured in this run." if bw else "."),
              "", "| task | calls | weights MB (all calls) | weights at memory bandwidth | alone hot | cold operands | the rest | "
                  "in network | in network / alone |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in sorted(causes.items(), key=lambda kv: -kv[1]["in_network_ms"]):

@@ -586,7 +586,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
                          f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {work_dir}/tasks/*/"
                          f"{WorkDir.TRIALS}. No untuned build is reported as a result")
-    return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.peak(cpu, threads=threads)["peak_gflops"],
+    return NetworkTuneResult(results, time.time() - start, work_dir, cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"],
                              threads)
 
 

@@ -184,7 +184,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     if m.error:
         raise TTileError(f"the top-ranked scheme {scheme.text} failed to run: {m.error}")
     gflops = operator.flops / statistics.median(m.seconds) / 1e9
-    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
+    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme.text, 0, 0,
                       chosen_seconds, verified, err, threads, failures, notes,
                       scheme.parallel_balance(threads, problem.batch), [], "")
@@ -273,7 +273,7 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
 
 
 def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
-    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]  # measured at this thread count
+    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]  # measured in this process, at this thread count
     records = records_of(database, mod)
     history, notes = measured_history(database, mod, operator.flops, trial_log)
     failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]

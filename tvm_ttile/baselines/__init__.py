@@ -296,7 +296,7 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
         options["strategy_options"] = strategy_options
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
-    peak = cpu_mod.peak(cpu, threads=threads)["peak_gflops"]
+    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]
     if sys_.tunes:
         work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
     return sys_.run(operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options)
