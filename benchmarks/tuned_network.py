@@ -3,10 +3,13 @@ import argparse
 import dataclasses
 
 
-def arguments(doc: str, threads_required: bool = False, flags: dict | None = None, numbers: dict | None = None):
+def arguments(doc: str, threads_required: bool = False, flags: dict | None = None, numbers: dict | None = None,
+              more=None):
     """MODEL WORK_DIR [--input-shape] [--threads] [--rounds] --out, the script's own on/off `flags`
-    ({"--name": help}) and numbers ({"--name": (default, help)}), parsed."""
+    ({"--name": help}) and numbers ({"--name": (default, help)}), and whatever `more(parser)` adds, parsed."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if more is not None:
+        more(ap)
     for flag, text in (flags or {}).items():
         ap.add_argument(flag, action="store_true", help=text)
     for name, (default, text) in (numbers or {}).items():

@@ -21,6 +21,12 @@ def test_spearman_and_ranking_summary():
     assert s["alone_hot_s"]["agrees"] == 1 and s["alone_flushed_s"]["agrees"] == 2
     assert s["in_network_s"]["network_ms"] == pytest.approx(2 * 3 + 1)
     assert s["alone_flushed_s"]["spearman"] == pytest.approx(1.0)
+    assert "alone_weights_flushed_s" not in s  # picks timed before that state was: no row, no KeyError
+    for e, wf in zip(picks.values(), ([2, 1], [1, 2])):  # weights-only flushing agrees with the network on both
+        for c, v in zip(e["candidates"], wf):
+            c["alone_weights_flushed_s"] = v
+    s = inn.ranking_summary(picks)
+    assert s["alone_weights_flushed_s"]["agrees"] == 2 and s["alone_weights_flushed_s"]["network_ms"] == pytest.approx(7)
 
 
 @pytest.mark.slow

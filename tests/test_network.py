@@ -372,9 +372,9 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     # ... and each alone, hot and with flushed caches, on the arguments it gets there (the cause breakdown).
     causes = report["in_network"]["causes"]
     assert set(causes) >= {t["name"] for t in tuned}
-    assert all(c["alone_hot_ms"] > 0 and c["alone_flushed_ms"] > 0 and c["weight_bytes"] > 0
-               for n, c in causes.items() if n in {t["name"] for t in tuned})
-    assert "cold operands" in (work / "report.md").read_text()
+    assert all(c["alone_hot_ms"] > 0 and c["alone_flushed_ms"] > 0 and c["alone_weights_flushed_ms"] > 0
+               and c["weight_bytes"] > 0 for n, c in causes.items() if n in {t["name"] for t in tuned})
+    assert "weights and output cold" in (work / "report.md").read_text()
     # A task with the same conv2d as one tuned before it (another epilogue) first measures that one's schemes.
     seen, twins = {}, 0
     for i, t in enumerate(report["tasks"]):
@@ -394,7 +394,7 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
         times = [c["in_network_s"] for c in e["candidates"]]
         assert len(times) == 2 and e["picked"] == times.index(min(times)) and e["weight_bytes"] > 0
         assert all(c["in_network_samples"] == 5 * e["calls"] and c["alone_hot_s"] > 0 and c["alone_flushed_s"] > 0
-                   for c in e["candidates"])
+                   and c["alone_weights_flushed_s"] > 0 for c in e["candidates"])
     assert (work / "in_network" / "database_tuning_record.json").exists() and (work / "in_network.jsonl").exists()
     assert "picks the in-network fastest" in (work / "report.md").read_text()
     # Resumed: the database already holds 2 trials per task, so nothing is measured again (the picks stay).

@@ -56,6 +56,32 @@ def test_tuning_with_flushed_caches_times_one_cold_call_per_repeat(host, conv, t
     assert len(records) == 2 and all(len(r.run_secs) == 3 for r in records)
 
 
+def test_weights_only_flush_keeps_the_input_and_residuals_in_cache(host, conv, tmp_path):
+    """tune-model --cache-flush weights: before each timed call the weights, the small operands and the output are
+    flushed, not the input or an argument shaped as the output (a residual the previous layers just wrote); the
+    runner's worker registers that flush itself, and the work dir's key names it (other keys stay as they were)."""
+    import dataclasses
+
+    from tvm_ttile import measure
+    from tvm_ttile.network import CACHE_STATES
+    from tvm_ttile.workdir import work_key
+
+    shapes = [(1, 8, 8, 16), (3, 3, 16, 16), (1, 1, 1, 16), (1, 8, 8, 16), (1, 8, 8, 16)]
+    args = [tvm.runtime.tensor(np.ones(s, "float32")) for s in shapes]
+    assert [tuple(a.shape) for a in measure.flushed_arguments(args)] == [shapes[1], shapes[2], shapes[4]]
+    assert measure.flushed_arguments(args)[-1] is args[-1]
+    settings = CACHE_STATES["weights"]
+    assert settings.cache_flush and settings.keep_activations and not CACHE_STATES["on"].keep_activations
+    res = tune(conv, host, trials=2, work_dir=str(tmp_path), kept=conv_kept(host.isa.name, host.lanes),
+               settings=dataclasses.replace(settings, repeat=3, confirm_top=0), progress=False)
+    assert res.verified and res.gflops > 0
+    records = open_database(str(tmp_path)).get_all_tuning_records()
+    assert len(records) == 2 and all(len(r.run_secs) == 3 for r in records)
+    target = host.target(1)
+    assert work_key(target, 1, settings)["measure"]["keep_activations"] is True
+    assert "keep_activations" not in work_key(target, 1, CACHE_STATES["on"])["measure"]
+
+
 def test_the_fastest_records_are_timed_again_together_and_the_build_uses_them(tuned, host, conv):
     """confirm.confirm_top: the 5 fastest of the 6 records were re-timed in 3 rounds; their run_secs are now
     the round medians, the replaced timings are in confirmed.jsonl, and MetaSchedule's pick is a confirmed one."""

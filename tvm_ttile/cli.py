@@ -302,7 +302,7 @@ def cmd_tune_model(args) -> int:
     report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
                         shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
                         prepack=not args.no_prepack, dense=args.dense,
-                        cache_flush=args.cache_flush == "on",
+                        cache_flush=args.cache_flush,
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
                         strategy=_strategy(args.strategy),
                         strategy_options=_sampler_options(args.strategy_option, "--strategy-option"),
@@ -518,10 +518,11 @@ def make_parser():
     p.add_argument("--dense", choices=["tvm_ttile", "automcl"], default="tvm_ttile",
                    help="who tunes dense layers (matmul by constant weights): tvm_ttile's space, or AutoMCL's "
                         "computes with the classifier's pick (--trials-per-task trials per shape)")
-    p.add_argument("--cache-flush", nargs="?", choices=["on", "off"], const="on", default="on",
+    p.add_argument("--cache-flush", nargs="?", choices=["on", "weights", "off"], const="on", default="on",
                    help="time tvm_ttile's candidates with the CPU caches flushed, as a layer meets its weights in the "
                         "network (default on: builds tuned so ran level with or faster than builds tuned hot, "
-                        "tuned in 0.6x the time)")
+                        "tuned in 0.6x the time); weights: only the weights and the output flushed, the input and "
+                        "residuals kept in cache")
     p.add_argument("--no-prepack", action="store_true",
                    help="keep the model's weight layout (default: pack conv2d/matmul weights once at build time)")
     p.add_argument("--in-network-top", type=_non_negative, metavar="N", default=0,

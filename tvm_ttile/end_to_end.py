@@ -43,8 +43,10 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
-    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: time
-    tvm_ttile's candidates with flushed caches (network.COLD_SETTINGS: why it is the default). `strategy`: how
+    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: the
+    caches tvm_ttile's candidates are timed in (network.CACHE_STATES: "on" or True, every argument but the input
+    flushed, the default, network.COLD_SETTINGS says why; "weights", only the weights and the output; "off" or
+    False, hot). `strategy`: how
     conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None: network.NETWORK_STRATEGY)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
@@ -58,7 +60,10 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     mod = nw.prepare(net.mod, cpu)
     strategy = strategy or nw.NETWORK_STRATEGY
     start = time.time()
-    settings = (nw.COLD_SETTINGS if cache_flush else MeasureSettings()).with_confirm_top(confirm_top)
+    cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
+    if cache_flush not in nw.CACHE_STATES:
+        raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, nw.CACHE_STATES))}")
+    settings = nw.CACHE_STATES[cache_flush].with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
                             progress=progress, verbose=verbose, prepack=prepack, dense=dense,
@@ -94,9 +99,13 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         notes.append(f"warning: TVM's thread pool in this process holds {tvm.runtime.num_threads()} threads, not "
                      f"{threads} (it was sized before tvm_ttile could): set TVM_NUM_THREADS={threads} before the "
                      "first TVM call; the latencies below are not at the asked thread count")
-    if cache_flush:
+    if cache_flush == "on":
         notes.append("tvm_ttile's tasks were timed with the CPU caches flushed before every call (weights cold, as "
                      "in the network); MetaSchedule's with its default, hot caches")
+    elif cache_flush == "weights":
+        notes.append("tvm_ttile's tasks were timed with their weights and output flushed from the CPU caches before "
+                     "every call, the input and any residual kept in cache (as the previous layers leave them); "
+                     "MetaSchedule's with its default, hot caches")
     if picked:
         changed = sum(e["picked"] != 0 for e in picked.values())
         notes.append(f"each tvm_ttile task's {in_network_top} fastest candidates (by tuning time) timed inside the "
@@ -192,6 +201,7 @@ def _in_network(tasks, inside, alone) -> dict:
                 causes[t.name] = {"calls": call["calls"], "in_network_ms": call["ms"],
                                   "alone_hot_ms": 1e3 * call["calls"] * alone[symbol]["hot_s"],
                                   "alone_flushed_ms": 1e3 * call["calls"] * alone[symbol]["flushed_s"],
+                                  "alone_weights_flushed_ms": 1e3 * call["calls"] * alone[symbol]["weights_flushed_s"],
                                   "weight_bytes": t.weight_bytes}
     vm_ms = sum(c["ms"] for s, c in calls.items() if s.startswith("vm."))
     other = {s: c["ms"] for s, c in calls.items() if not s.startswith("vm.")}
@@ -269,30 +279,39 @@ def format_report(r) -> str:
 
 
 def _causes_lines(r) -> list:
-    """Where each task's in-network time goes: its built function alone (hot), what flushed caches add (its
-    weights, output and other operands from memory), and the rest (in the network minus flushed)."""
+    """Where each task's in-network time goes: its built function alone (hot), what its weights and output from
+    memory add (alone with only those flushed), and the rest (in the network minus that: the input's and
+    residuals' state there, the VM around the call); beside it, alone with every operand but the input flushed
+    (what a residual from memory would add on top)."""
     causes = (r.get("in_network") or {}).get("causes") or {}
     if not causes:
         return []
+    for c in causes.values():  # (reports written before weights-only flushing was timed: all flushed instead)
+        c.setdefault("alone_weights_flushed_ms", c["alone_flushed_ms"])
     bw = r.get("bandwidth_gbs")
     lines = ["", "Where each task's time in the network goes (ms per inference, all its calls; the built functions "
-                 "timed alone on the arguments they get in an inference). Cold operands: alone with the caches "
-                 "flushed before each call (all but the input) minus alone hot; the rest: in the network minus "
-                 "flushed (the input's and output's state there, the VM around the call)" +
+                 "timed alone on the arguments they get in an inference). Weights and output cold: alone with only "
+                 "the weights and the output flushed before each call minus alone hot; the rest: in the network "
+                 "minus that (the input's and residuals' state there, the VM around the call); all flushed: alone "
+                 "with every operand but the input flushed (a residual from memory too)" +
              (f". Weights at memory bandwidth: streaming them once at the {bw:.1f} GB/s measured in this run." if bw else "."),
-             "", "| task | calls | weights MB (all calls) | weights at memory bandwidth | alone hot | cold operands | the rest | "
-                 "in network | in network / alone |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "", "| task | calls | weights MB (all calls) | weights at memory bandwidth | alone hot | weights and output "
+                 "cold | the rest | in network | in network / alone | alone, all flushed |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, c in sorted(causes.items(), key=lambda kv: -kv[1]["in_network_ms"]):
         mb = c["calls"] * c["weight_bytes"] / 1e6  # (a task called twice has two sets of weights of that size)
         lines.append(f"| {name} | {c['calls']} | {mb:.2f} | " + (f"{mb / bw:.3f}" if bw else "-") +
-                     f" | {c['alone_hot_ms']:.3f} | {c['alone_flushed_ms'] - c['alone_hot_ms']:+.3f} | "
-                     f"{c['in_network_ms'] - c['alone_flushed_ms']:+.3f} | {c['in_network_ms']:.3f} | "
-                     + (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f} |" if c["alone_hot_ms"] >= 0.01 else "- |"))
-    tot = {k: sum(c[k] for c in causes.values()) for k in ("alone_hot_ms", "alone_flushed_ms", "in_network_ms")}
+                     f" | {c['alone_hot_ms']:.3f} | {c['alone_weights_flushed_ms'] - c['alone_hot_ms']:+.3f} | "
+                     f"{c['in_network_ms'] - c['alone_weights_flushed_ms']:+.3f} | {c['in_network_ms']:.3f} | "
+                     + (f"{c['in_network_ms'] / c['alone_hot_ms']:.2f}" if c["alone_hot_ms"] >= 0.01 else "-")
+                     + f" | {c['alone_flushed_ms']:.3f} |")
+    keys = ("alone_hot_ms", "alone_weights_flushed_ms", "alone_flushed_ms", "in_network_ms")
+    tot = {k: sum(c[k] for c in causes.values()) for k in keys}
     mb = sum(c["calls"] * c["weight_bytes"] for c in causes.values()) / 1e6
     lines.append(f"| all | | {mb:.2f} | " + (f"{mb / bw:.3f}" if bw else "-") + f" | {tot['alone_hot_ms']:.3f} | "
-                 f"{tot['alone_flushed_ms'] - tot['alone_hot_ms']:+.3f} | {tot['in_network_ms'] - tot['alone_flushed_ms']:+.3f} "
-                 f"| {tot['in_network_ms']:.3f} | {tot['in_network_ms'] / tot['alone_hot_ms']:.2f} |")
+                 f"{tot['alone_weights_flushed_ms'] - tot['alone_hot_ms']:+.3f} | "
+                 f"{tot['in_network_ms'] - tot['alone_weights_flushed_ms']:+.3f} | {tot['in_network_ms']:.3f} | "
+                 f"{tot['in_network_ms'] / tot['alone_hot_ms']:.2f} | {tot['alone_flushed_ms']:.3f} |")
     return lines
 
 
@@ -305,6 +324,7 @@ def _picks_lines(r) -> list:
         return []
     summary = ranking_summary(picks)
     names = {"tuning_s": "tuning's timing", "alone_hot_s": "alone, hot", "alone_flushed_s": "alone, caches flushed",
+             "alone_weights_flushed_s": "alone, weights and output flushed",
              "in_network_s": "in the network (the build's pick)"}
     lines = ["", f"Each task's {r['in_network_top']} fastest candidates by tuning time, timed inside the running "
                  "network, ranked by each timing (tasks x calls, summed: the in-network ms of the tasks if each took "
@@ -312,7 +332,7 @@ def _picks_lines(r) -> list:
                  "flatters the picks: compare whole builds side by side):", "",
              "| ranked by | tasks' in-network ms | picks the in-network fastest | mean rank correlation |",
              "|---|---:|---:|---:|"]
-    for state in (*STATES, "in_network_s"):
+    for state in (s for s in (*STATES, "in_network_s") if s in summary):
         v = summary[state]
         lines.append(f"| {names[state]} | {v['network_ms']:.2f} | {v['agrees']} of {v['tasks']} | "
                      f"{v['spearman']:.2f} |")

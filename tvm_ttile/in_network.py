@@ -103,13 +103,25 @@ def run_instrumented(vm, hook, x) -> None:
         vm.set_instrument(None)
 
 
-def _hot_and_flushed(lib, symbol: str, repeat: int):
-    """time_evaluators of `symbol`: hot (calls repeated for at least 2 ms per repeat), and one call per repeat
-    with the caches flushed before it but for the first argument (the input), as tuning with --cache-flush."""
+ALONE_STATES = ("hot", "flushed", "weights_flushed")  # the caches a function alone is timed in (_evaluators)
+
+
+def _evaluators(lib, symbol: str, repeat: int) -> dict:
+    """time_evaluators of `symbol` for each of ALONE_STATES: hot (calls repeated for at least 2 ms per repeat);
+    one call per repeat with the caches flushed before it but for the first argument (the input), as tune-model
+    --cache-flush on; one call per repeat with only the weights and the output flushed, the input and residuals
+    kept, as --cache-flush weights (measure.flush_but_activations)."""
     import tvm
 
-    return (lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2),
-            lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, f_preproc="cache_flush_cpu_non_first_arg"))
+    from .measure import FLUSH_BUT_ACTIVATIONS, flush_but_activations
+
+    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
+        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
+    return {"hot": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2),
+            "flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
+                                          f_preproc="cache_flush_cpu_non_first_arg"),
+            "weights_flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
+                                                  f_preproc=FLUSH_BUT_ACTIVATIONS)}
 
 
 @dataclasses.dataclass
@@ -215,12 +227,12 @@ class InNetworkTimer:
         return {name: [list(s) for s in site.samples] for name, site in self.sites.items()}
 
 
-def time_alone(libs, scheduled_mods, rounds: int = 7, flush: bool = False) -> list:
+def time_alone(libs, scheduled_mods, rounds: int = 7, state: str = "hot") -> list:
     """[[seconds per round] per candidate]: each candidate alone on random arguments, `rounds` round-robin
-    rounds of a median of 5 (_hot_and_flushed: hot, or with `flush` the caches flushed before each call)."""
+    rounds of a median of 5, in the caches of `state` (one of ALONE_STATES, _evaluators)."""
     from .measure import timing_args
 
-    evaluators = [(_hot_and_flushed(lib, _entry_name(lib), 5)[flush], timing_args(m))
+    evaluators = [(_evaluators(lib, _entry_name(lib), 5)[state], timing_args(m))
                   for lib, m in zip(libs, scheduled_mods)]
     out = [[] for _ in libs]
     for _ in range(rounds):
@@ -230,9 +242,9 @@ def time_alone(libs, scheduled_mods, rounds: int = 7, flush: bool = False) -> li
 
 
 def alone_times(executable, vm, x, repeat: int = 15) -> dict:
-    """{symbol: {"hot_s", "flushed_s"}}: every compiled function the network `vm` (running `executable`) calls,
-    timed alone on copies of the arguments it gets in an inference (its first call), hot and flushed
-    (_hot_and_flushed), medians of `repeat` calls. With the same functions timed inside the network
+    """{symbol: {"hot_s", "flushed_s", "weights_flushed_s"}}: every compiled function the network `vm` (running
+    `executable`) calls, timed alone on copies of the arguments it gets in an inference (its first call), in each
+    of ALONE_STATES (_evaluators), medians of `repeat` calls. With the same functions timed inside the network
     (network.profile), the difference splits into what cold operands cost and the rest."""
     import tvm
 
@@ -247,8 +259,8 @@ def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     run_instrumented(vm, capture, tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
     out = {}
     for symbol, a in args.items():
-        hot, cold = (statistics.median(f(*a).results) for f in _hot_and_flushed(lib, symbol, repeat))
-        out[symbol] = {"hot_s": hot, "flushed_s": cold}
+        out[symbol] = {f"{state}_s": statistics.median(f(*a).results)
+                       for state, f in _evaluators(lib, symbol, repeat).items()}
     return out
 
 
@@ -307,14 +319,14 @@ def pick_in_network(vm, tasks, database, target, x, work_dir: str, top: int = 5,
     picks = ms.database.JSONDatabase(work_dir=tmp, module_equality="structural")
     out = {}
     for name, (t, cands, mods, libs) in found.items():
-        hot = time_alone(libs, mods, rounds)
-        flushed = time_alone(libs, mods, rounds, flush=True)
+        alone = {state: time_alone(libs, mods, rounds, state) for state in ALONE_STATES}
         net = [statistics.median(s) for s in samples[name]]
         best = min(range(len(cands)), key=net.__getitem__)
         entry = {"task": name, "calls": t.weight, "picked": best, "weight_bytes": weight_bytes(t.mod), "candidates": [
-            {"key": c.key, "scheme": c.scheme, "tuning_s": c.tuning_seconds, "alone_hot_s": statistics.median(h),
-             "alone_flushed_s": statistics.median(f), "in_network_s": n, "in_network_samples": len(s)}
-            for (c, _, _), h, f, n, s in zip(cands, hot, flushed, net, samples[name])]}
+            {"key": c.key, "scheme": c.scheme, "tuning_s": c.tuning_seconds,
+             **{f"alone_{state}_s": statistics.median(alone[state][i]) for state in ALONE_STATES},
+             "in_network_s": n, "in_network_samples": len(s)}
+            for i, ((c, _, _), n, s) in enumerate(zip(cands, net, samples[name]))]}
         _, _, rec = cands[best]
         workload = picks.commit_workload(t.mod)
         picks.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, [float(v) for v in samples[name][best]],
@@ -340,7 +352,7 @@ def weight_bytes(task_mod) -> int:
     return total
 
 
-STATES = ("tuning_s", "alone_hot_s", "alone_flushed_s")  # the rankings compared with in_network_s
+STATES = ("tuning_s", *(f"alone_{state}_s" for state in ALONE_STATES))  # the rankings compared with in_network_s
 
 
 def _ranks(values) -> list:
@@ -370,6 +382,8 @@ def ranking_summary(picks: dict) -> dict:
     in-network times."""
     out = {}
     for state in (*STATES, "in_network_s"):
+        if not all(state in c for e in picks.values() for c in e["candidates"]):
+            continue  # (picks timed before that state was)
         ms, agree, rhos = 0.0, 0, []
         for e in picks.values():
             c = e["candidates"]

@@ -71,6 +71,11 @@ class MeasureSettings:
     # Flush the CPU caches before every timed call (every argument but the first, the input): a layer meets its
     # weights cold in a network whose weights outgrow the last-level cache. One call per repeat then.
     cache_flush: bool = False
+    # With cache_flush: the input and every argument shaped as the output (a residual an epilogue adds) stay
+    # in cache; only the weights, the other small operands and the output are flushed. In a network the
+    # previous layers have just written those activations, so the flush of everything but the input would
+    # charge a residual's reads to memory that the network serves from cache (flush_but_activations).
+    keep_activations: bool = False
     # After tuning, the fastest `confirm_top` records of a workload are timed again `confirm_rounds` times
     # round-robin and the build uses the fastest then (confirm.confirm_top: one slow repeat on a shared machine
     # can bury a good candidate). 0 turns it off.
@@ -92,6 +97,43 @@ class MeasureSettings:
                                              enable_cpu_cache_flush=True)
         return ms.runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
                                          enable_cpu_cache_flush=False)
+
+
+FLUSH_BUT_ACTIVATIONS = "tvm_ttile.cache_flush_but_activations"  # time_evaluator's f_preproc, by name
+
+
+def flushed_arguments(args) -> list:
+    """What flush_but_activations flushes: every argument but the first (the input) and those shaped as the last
+    (the output: a residual an epilogue adds), and the output itself."""
+    out = tuple(args[-1].shape)
+    return [a for a in args[1:-1] if tuple(a.shape) != out] + [args[-1]]
+
+
+def flush_but_activations(*args) -> None:
+    """time_evaluator's f_preproc for keep_activations: TVM's cache_flush_cpu_non_first_arg on flushed_arguments."""
+    import tvm
+
+    tvm.get_global_func("cache_flush_cpu_non_first_arg")(args[0], *flushed_arguments(args))
+
+
+def run_evaluator_keeping_activations(rt_mod, device, evaluator_config, repeated_args) -> list:
+    """MetaSchedule's default run evaluator (run_evaluator_common) with flush_but_activations before every
+    repeat instead of its flush of every argument but the first. Runs on the runner's worker process, which
+    registers the flush there on first use."""
+    import itertools
+
+    import tvm
+
+    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
+        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
+    evaluator = rt_mod.time_evaluator(func_name=rt_mod.entry_name, dev=device, number=evaluator_config.number,
+                                      repeat=evaluator_config.repeat, min_repeat_ms=evaluator_config.min_repeat_ms,
+                                      f_preproc=FLUSH_BUT_ACTIVATIONS)
+    costs = []
+    for args in repeated_args:
+        device.sync()
+        costs.append(evaluator(*args).results)
+    return [float(c) for c in itertools.chain.from_iterable(costs)]
 
 
 def default_builder(settings: MeasureSettings):
@@ -193,7 +235,9 @@ def default_runner(settings: MeasureSettings, threads: int = 1):
 def _shared_runner(timing: MeasureSettings, threads: int):
     from tvm.s_tir import meta_schedule as ms
 
-    return ms.runner.LocalRunner(timeout_sec=timing.timeout_sec, evaluator_config=timing.evaluator_config())
+    keep = timing.cache_flush and timing.keep_activations
+    return ms.runner.LocalRunner(timeout_sec=timing.timeout_sec, evaluator_config=timing.evaluator_config(),
+                                 f_run_evaluator=run_evaluator_keeping_activations if keep else None)
 
 
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,

@@ -392,6 +392,11 @@ DENSE_POLICIES = ("tvm_ttile", "automcl")
 # of 5 repeats of at least 10 ms, so tuning takes 0.58-0.65x the time. So tune-model times cold at every thread
 # count (tune-model --cache-flush off, tune_network(settings=MeasureSettings()) to time hot).
 COLD_SETTINGS = MeasureSettings(number=1, repeat=10, cache_flush=True)
+# What tune-model's --cache-flush can ask for: everything but the input flushed ("on"), only the weights and the
+# output flushed, the input and the residuals an epilogue adds kept in cache as the previous layers leave them
+# ("weights", MeasureSettings.keep_activations), or nothing ("off": hot).
+CACHE_STATES = {"on": COLD_SETTINGS, "weights": dataclasses.replace(COLD_SETTINGS, keep_activations=True),
+                "off": MeasureSettings()}
 TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 # The ttile sampler's options for network tasks unless the caller sets them (benchmarks/results/end_to_end_zen3/
 # NOTES.md, Zen 3, builds side by side). Half the draws weights-first: Darknet-19 at 224x224 ran 1.07-1.08x ONNX
