@@ -528,3 +528,12 @@ def test_network_tasks_measure_no_in_place_variants_unless_asked():
     assert network_strategy_options({"pool": 100}) == {"in_place_variants": 0.0, "pool": 100}
     for name in STRATEGIES:
         assert make_strategy(name, **network_strategy_options()).options["in_place_variants"] == 0.0
+
+
+def test_tune_model_names_an_unknown_cache_state(tmp_path):
+    from tvm_ttile.end_to_end import tune_model
+    from tvm_ttile.errors import TTileError
+
+    with pytest.raises(TTileError, match=r"cache_flush='cold': one of 'on', 'weights', 'off'"):
+        tune_model("micro_resnet", work_dir=str(tmp_path / "w"), cache_flush="cold")
+    assert not (tmp_path / "w").exists()  # refused before anything was loaded or tuned

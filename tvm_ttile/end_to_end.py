@@ -46,12 +46,15 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: the
     caches tvm_ttile's candidates are timed in (network.CACHE_STATES: "on" or True, every argument but the input
     flushed, the default, network.COLD_SETTINGS says why; "weights", only the weights and the output; "off" or
-    False, hot). `strategy`: how
-    conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None: network.NETWORK_STRATEGY)."""
+    False, hot). `strategy`: how conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None:
+    network.NETWORK_STRATEGY)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
 
+    cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
+    if cache_flush not in nw.CACHE_STATES:
+        raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, nw.CACHE_STATES))}")
     cpu = cpu_mod.detect_host()
     cpu_mod.check_runs_here(cpu)
     cpu_mod.use_threads(threads)  # TVM's thread pool, ONNX Runtime and torch all get `threads`
@@ -60,9 +63,6 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     mod = nw.prepare(net.mod, cpu)
     strategy = strategy or nw.NETWORK_STRATEGY
     start = time.time()
-    cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
-    if cache_flush not in nw.CACHE_STATES:
-        raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, nw.CACHE_STATES))}")
     settings = nw.CACHE_STATES[cache_flush].with_confirm_top(confirm_top)
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,

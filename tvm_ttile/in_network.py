@@ -113,15 +113,13 @@ def _evaluators(lib, symbol: str, repeat: int) -> dict:
     kept, as --cache-flush weights (measure.flush_but_activations)."""
     import tvm
 
-    from .measure import FLUSH_BUT_ACTIVATIONS, flush_but_activations
+    from .measure import flush_but_activations_name
 
-    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
-        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
     return {"hot": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2),
             "flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
                                           f_preproc="cache_flush_cpu_non_first_arg"),
             "weights_flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
-                                                  f_preproc=FLUSH_BUT_ACTIVATIONS)}
+                                                  f_preproc=flush_but_activations_name())}
 
 
 @dataclasses.dataclass

@@ -116,19 +116,24 @@ def flush_but_activations(*args) -> None:
     tvm.get_global_func("cache_flush_cpu_non_first_arg")(args[0], *flushed_arguments(args))
 
 
+def flush_but_activations_name() -> str:
+    """FLUSH_BUT_ACTIVATIONS, registered in this process (time_evaluator finds its f_preproc by name)."""
+    import tvm
+
+    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
+        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
+    return FLUSH_BUT_ACTIVATIONS
+
+
 def run_evaluator_keeping_activations(rt_mod, device, evaluator_config, repeated_args) -> list:
     """MetaSchedule's default run evaluator (run_evaluator_common) with flush_but_activations before every
     repeat instead of its flush of every argument but the first. Runs on the runner's worker process, which
     registers the flush there on first use."""
     import itertools
 
-    import tvm
-
-    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
-        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
     evaluator = rt_mod.time_evaluator(func_name=rt_mod.entry_name, dev=device, number=evaluator_config.number,
                                       repeat=evaluator_config.repeat, min_repeat_ms=evaluator_config.min_repeat_ms,
-                                      f_preproc=FLUSH_BUT_ACTIVATIONS)
+                                      f_preproc=flush_but_activations_name())
     costs = []
     for args in repeated_args:
         device.sync()
