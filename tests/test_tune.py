@@ -71,7 +71,8 @@ def test_weights_only_flush_keeps_the_input_and_residuals_in_cache(host, conv, t
     assert [tuple(a.shape) for a in measure.flushed_arguments(args)] == [shapes[1], shapes[2], shapes[4]]
     assert measure.flushed_arguments(args)[-1] is args[-1]
     settings = CACHE_STATES["weights"]
-    assert settings.cache_flush and settings.keep_activations and not CACHE_STATES["on"].keep_activations
+    assert settings.flushes_weights_only and not CACHE_STATES["on"].flushes_weights_only
+    assert not MeasureSettings(keep_activations=True).flushes_weights_only  # nothing flushed: nothing to keep
     res = tune(conv, host, trials=2, work_dir=str(tmp_path), kept=conv_kept(host.isa.name, host.lanes),
                settings=dataclasses.replace(settings, repeat=3, confirm_top=0), progress=False)
     assert res.verified and res.gflops > 0

@@ -85,6 +85,11 @@ class MeasureSettings:
     def describe(self) -> dict:
         return dataclasses.asdict(self)
 
+    @property
+    def flushes_weights_only(self) -> bool:
+        """Whether timed calls keep the activations in cache (keep_activations means nothing without a flush)."""
+        return self.cache_flush and self.keep_activations
+
     def with_confirm_top(self, top: int | None) -> "MeasureSettings":
         """These settings with `confirm_top` replaced (None: unchanged, e.g. a command line without --confirm-top)."""
         return self if top is None else dataclasses.replace(self, confirm_top=top)
@@ -240,9 +245,9 @@ def default_runner(settings: MeasureSettings, threads: int = 1):
 def _shared_runner(timing: MeasureSettings, threads: int):
     from tvm.s_tir import meta_schedule as ms
 
-    keep = timing.cache_flush and timing.keep_activations
     return ms.runner.LocalRunner(timeout_sec=timing.timeout_sec, evaluator_config=timing.evaluator_config(),
-                                 f_run_evaluator=run_evaluator_keeping_activations if keep else None)
+                                 f_run_evaluator=run_evaluator_keeping_activations if timing.flushes_weights_only
+                                 else None)
 
 
 def measure_modules(mods, target, settings: MeasureSettings = MeasureSettings(), progress=None, builder=None,

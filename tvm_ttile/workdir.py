@@ -67,8 +67,8 @@ def work_key(target, threads: int, settings=None, cpu=None) -> dict:
     key = {"target": {k: target[k] for k in sorted(target) if k != "num-cores"}, "threads": int(threads)}
     if settings is not None:
         key["measure"] = {f: getattr(settings, f) for f in TIMING_FIELDS}
-        if getattr(settings, "keep_activations", False) and settings.cache_flush:  # named only when on: the keys
-            key["measure"]["keep_activations"] = True  # of work dirs timed otherwise stay as they were
+        if getattr(settings, "flushes_weights_only", False):  # named only when on: the keys of work dirs timed
+            key["measure"]["keep_activations"] = True  # otherwise stay as they were
     if cpu is not None:
         key["cpu"] = cpu.describe()["cpu"]
     return json.loads(json.dumps(key, default=str))
