@@ -14,6 +14,8 @@ def few(host, op):
     red = family.measurement_red(host.isa, host.l1d_bytes)
     if op == "matmul":
         return [Microkernel.make("matmul", host.isa.name, host.lanes, red, i=i, j=2) for i in (1, 4, 5, 6)]
+    if op == "depthwise":
+        return [Microkernel.make("depthwise", host.isa.name, host.lanes, red, h=h, w=1, k=2) for h in (1, 4)]
     return [Microkernel.make("conv2d", host.isa.name, host.lanes, red, h=h, w=1, k=2) for h in (1, 4, 5, 6)]
 
 
@@ -170,6 +172,15 @@ def test_cli_microkernels_json(host, monkeypatch, capsys):
     assert open(out["heatmap"], "rb").read(4) == b"\x89PNG"
     assert cli.main(["microkernels", "--op", "conv2d"]) == 0  # the text report, from the cache
     assert "conv2d microkernels" in capsys.readouterr().out
+
+
+def test_cli_microkernels_every_op_by_default(host, monkeypatch, capsys):
+    # the command's default (--op all) reports every family
+    from tvm_ttile.microkernels.spec import FAMILIES
+
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red: few(host, op))
+    assert cli.main(["microkernels", "--json", "--threshold", "0.5"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == set(FAMILIES)
 
 
 def test_cli_peak_and_errors(capsys):

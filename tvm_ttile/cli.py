@@ -45,6 +45,7 @@ def cmd_peak(args) -> int:
 def cmd_microkernels(args) -> int:
     from .microkernels.catalog import build_catalog, catalog_path
     from .microkernels.heatmap import write_heatmap
+    from .microkernels.spec import FAMILIES
 
     cpu = _cpu(args)
     ops = list(FAMILIES) if args.op == "all" else [args.op]
