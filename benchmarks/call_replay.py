@@ -7,10 +7,12 @@ nothing between two calls but a clock read. Three ways, round-robin:
 - hot: each call made twice more on its buffers right before the timed one (its operands as hot as they get);
 - in order without the calls named by --leave-out: the others, while those calls' operands (the largest weights)
   no longer pass through the caches. What the others gain bounds what keeping those weights out of the caches
-  (non-temporal reads) could give them.
+  (non-temporal reads) could give them;
+- with --hook, also the running network with the VM's instrument hook timing each call (network.profile, the
+  tune-model report's "ms in network"), per function, beside the replay in order: what the hook adds to them.
 
     python benchmarks/call_replay.py resnet18 WORK_DIR --input-shape 1,3,224,224 [--threads 1] [--rounds 6]
-        [--leave-out conv2d9_] --out FILE.md
+        [--leave-out conv2d9_] [--hook] --out FILE.md
 """
 import shlex
 import statistics
@@ -23,8 +25,10 @@ REPEATS = 5  # timed inferences per way and round, after 3 untimed ones
 
 
 def main():
-    args = arguments(__doc__, more=lambda ap: ap.add_argument(
-        "--leave-out", default="", help="comma-separated parts of function names whose calls the third way skips"))
+    args = arguments(__doc__, flags={"--hook": "also time the network with the VM's instrument hook"},
+                     more=lambda ap: ap.add_argument("--leave-out", default="",
+                                                     help="comma-separated parts of function names whose calls the "
+                                                          "third way skips"))
     import numpy as np
     import tvm
 
@@ -68,12 +72,14 @@ def main():
         return out
 
     ways = ["in_order", "hot"] + (["without"] if left_out else [])
-    runs = {w: [] for w in ways}
+    runs, hooked = {w: [] for w in ways}, []
     for r in range(args.rounds):
         for way in ways if r % 2 == 0 else ways[::-1]:
             for _ in range(3):
                 inference(way)
             runs[way] += [inference(way) for _ in range(REPEATS)]
+        if args.hook:  # per function, all its calls: {symbol: ms}
+            hooked.append({s: c["ms"] for s, c in nw.profile(vm, x, repeat=REPEATS).get("calls", {}).items()})
     ms = {w: [None if rs[0][i] is None else 1e3 * statistics.median(run[i] for run in rs)
               for i in range(len(calls))] for w, rs in runs.items()}
 
@@ -101,6 +107,19 @@ def main():
         lines.append(f"The calls not left out: in order {kept['in_order']:.3f} ms, hot {kept['hot']:.3f} ms, in order "
                      f"without the left-out calls {kept['without']:.3f} ms (they gain "
                      f"{kept['in_order'] - kept['without']:.3f} ms).")
+    if hooked:
+        lines += ["", "With the hook (network.profile, the same rounds), per function, all its calls, medians of the "
+                      "rounds' medians, ms:", "", "| function | with the hook | replayed in order | ratio |",
+                  "|---|---:|---:|---:|"]
+        per_function = {}
+        for i, (symbol, _, _) in enumerate(calls):
+            per_function[symbol] = per_function.get(symbol, 0.0) + ms["in_order"][i]
+        sums = [0.0, 0.0]
+        for symbol, replayed in per_function.items():
+            with_hook = statistics.median(h[symbol] for h in hooked)
+            sums = [sums[0] + with_hook, sums[1] + replayed]
+            lines.append(f"| {symbol} | {with_hook:.3f} | {replayed:.3f} | {with_hook / replayed:.3f} |")
+        lines.append(f"| all | {sums[0]:.3f} | {sums[1]:.3f} | {sums[0] / sums[1]:.3f} |")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
