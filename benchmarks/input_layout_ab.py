@@ -7,6 +7,7 @@ MetaSchedule schedule from the first work dir). Hot, 1 thread unless --threads.
         [--schemes 2] [--rounds 15] --out FILE.md
 """
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -80,7 +81,7 @@ def main():
             ms[k].append(f())
     med = {k: statistics.median(v) for k, v in ms.items()}
     lines = [f"# {args.model}: the first conv2d reading the NCHW input against the input permuted apart", "",
-             f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}; "
+             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}; "
              f"{args.threads} thread(s); {args.rounds} round-robin rounds, each the mean of 20 hot calls; ms.", "",
              f"First conv2d: `{first_read.shape}`; the permute: `{permute.name}` ({permute.shape}).", "",
              "| scheme | permute apart: conv2d | + the permute | input read by the conv2d | saved |",

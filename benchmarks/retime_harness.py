@@ -10,6 +10,7 @@ Single thread. Writes benchmarks/results/retime_harness.md.
 import argparse
 import dataclasses
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -49,7 +50,7 @@ def main():
         rows.append(f"| {layer} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
     lines = ["# Re-timing harness: the same tuned kernel in MetaSchedule's runner and in-process", "",
-             f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()}; 1 thread; "
+             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()}; 1 thread; "
              f"{args.rounds} alternating rounds; each cell the median GFLOPS (range) of the rounds.", "",
              "| layer | tvm_ttile best, runner (popen worker, as tuning) | same, in-process (as compare's re-timing) "
              "| numpy, in-process |", "|---|---:|---:|---:|", *rows, ""]

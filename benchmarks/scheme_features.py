@@ -12,6 +12,7 @@ import argparse
 import collections
 import math
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -101,7 +102,7 @@ def main():
         for f, s in zip(feats, speed):
             by_runs[f["reuse_dim_runs"]].append(s)
     lines = ["# Scheme traits against measured speed", "",
-             f"Command: `python {' '.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); "
+             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); "
              f"{len(tasks)} tasks, {sum(len(c) for _, c in tasks)} measured candidates.", "",
              "| trait | median Spearman with speed | tasks where negative |", "|---|---:|---:|"]
     lines += [f"| {n} | {statistics.median(v):+.2f} | {sum(x < 0 for x in v)} of {len(v)} |" for n, v in rho.items()]
