@@ -2,7 +2,7 @@
 
 The VM's instrument hook hands over every call's arguments; the calls are then made again from Python, in order,
 on those very tensors (the activations where the previous call writes them, the weights the build holds), with
-nothing between two calls but a clock read. Three ways, round-robin:
+nothing between two calls but a clock read. The ways, round-robin:
 - in order: an inference's calls one after the other, as the network makes them;
 - hot: each call made twice more on its buffers right before the timed one (its operands as hot as they get);
 - in order without the calls named by --leave-out: the others, while those calls' operands (the largest weights)
@@ -65,7 +65,7 @@ def main():
     # A call's constants: the arguments no call writes (each writes its last), found by address, the network's
     # input aside (numpy views of the tensors themselves).
     views = [[np.from_dlpack(t) if hasattr(t, "shape") else None for t in a] for _, _, a in calls]
-    written = {v[-1].ctypes.data for v in views}
+    written = {v[-1].ctypes.data for v in views if v[-1] is not None}
     constants = [[t for t in v[1:-1] if t is not None and t.ctypes.data not in written] for v in views]
 
     def inference(way: str) -> list:
@@ -85,7 +85,8 @@ def main():
             out.append(time.perf_counter() - t0)
         return out
 
-    ways = ["in_order", "hot"] + (["without"] if left_out else []) + (["weights_read"] if args.read_weights else [])
+    ways = ["in_order", "hot"] + (["without"] if left_out else []) + (["weights_read"] if args.read_weights
+                                                                      else [])
     runs, hooked = {w: [] for w in ways}, []
     for r in range(args.rounds):
         for way in ways if r % 2 == 0 else ways[::-1]:
@@ -100,8 +101,9 @@ def main():
     def fmt(v):
         return "-" if v is None else f"{v:.3f}"
 
-    head = ["#", "function", "in order", "hot", "in order / hot"] + (["without the left-out calls"] if left_out else []) \
-        + (["constants read first", "MB of constants"] if args.read_weights else [])
+    head = ["#", "function", "in order", "hot", "in order / hot"] + (["without the left-out calls"] if left_out
+                                                                      else [])
+    head += ["constants read first", "MB of constants"] if args.read_weights else []
     lines = [f"# {args.model}: one inference's calls replayed in order on the VM's buffers ({args.threads} thread(s))",
              "", f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); "
              f"{cpu.describe()['cpu']} ({cpu.isa.name}); {args.rounds} round-robin rounds of {REPEATS} replayed "
@@ -114,10 +116,11 @@ def main():
              "| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for i, (symbol, _, _) in enumerate(calls):
         row = [str(i), symbol, fmt(ms["in_order"][i]), fmt(ms["hot"][i]),
-               f"{ms['in_order'][i] / ms['hot'][i]:.2f}"] + ([fmt(ms["without"][i])] if left_out else []) \
-            + ([fmt(ms["weights_read"][i]), f"{sum(c.nbytes for c in constants[i]) / 1e6:.2f}"] if args.read_weights else [])
+               f"{ms['in_order'][i] / ms['hot'][i]:.2f}"] + ([fmt(ms["without"][i])] if left_out else [])
+        if args.read_weights:
+            row += [fmt(ms["weights_read"][i]), f"{sum(c.nbytes for c in constants[i]) / 1e6:.2f}"]
         lines.append("| " + " | ".join(row) + " |")
-    total = {w: sum(v for v, s in zip(ms[w], skipped) if v is not None) for w in ways}
+    total = {w: sum(v for v in ms[w] if v is not None) for w in ways}
     kept = {w: sum(v for v, s in zip(ms[w], skipped) if v is not None and not s) for w in ways}
     lines += ["", f"All calls: in order {total['in_order']:.3f} ms, hot {total['hot']:.3f} ms "
                   f"({total['in_order'] / total['hot']:.3f}x)."]
