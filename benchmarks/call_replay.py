@@ -35,11 +35,10 @@ def main():
                                                      help="comma-separated parts of function names whose calls the "
                                                           "third way skips"))
     import numpy as np
-    import tvm
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
-    from tvm_ttile.in_network import run_instrumented
+    from tvm_ttile.in_network import captured_calls
     from tvm_ttile.models.importers import load_model
 
     cpu = cpu_mod.detect_host()
@@ -47,16 +46,9 @@ def main():
     shape = tuple(int(x) for x in args.input_shape.split(",")) if args.input_shape else None
     net = load_model(args.model, shape, seed=0)
     ex = nw.build_executable(nw.prepare(net.mod, cpu), args.work_dir, cpu, args.threads)
-    vm, lib = nw.vm_of(ex), ex.mod.imports[0]
-    calls = []
-
-    def capture(func, symbol, before_run, ret, *a):
-        if before_run and lib.implements_function(symbol):
-            calls.append((symbol, lib[symbol], list(a)))  # the tensors themselves: the VM keeps them alive
-        return 0
-
+    vm = nw.vm_of(ex)
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    run_instrumented(vm, capture, tvm.runtime.tensor(x, tvm.cpu()))
+    calls = captured_calls(ex, vm, x)  # the VM's own tensors: it keeps them alive
     left_out = [p for p in args.leave_out.split(",") if p]
     skipped = [any(p in s for p in left_out) for s, _, _ in calls]
     if left_out and not any(skipped):

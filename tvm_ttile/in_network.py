@@ -239,22 +239,34 @@ def time_alone(libs, scheduled_mods, rounds: int = 7, state: str = "hot") -> lis
     return out
 
 
+def captured_calls(executable, vm, x, copy: bool = False) -> list:
+    """[(symbol, compiled function, arguments)]: every call of a compiled function in one inference of `vm`
+    (running `executable`) on `x`, in order. The arguments are the VM's own tensors (the activations where the
+    network writes them, the constant weights), or with `copy` copies of them as they were at the call."""
+    import tvm
+
+    lib = executable.mod.imports[0]  # the compiled PrimFuncs the VM calls
+    calls = []
+
+    def capture(func, symbol, before_run, ret, *a):
+        if before_run and lib.implements_function(symbol):
+            calls.append((symbol, lib[symbol], [tvm.runtime.tensor(t.numpy(), tvm.cpu()) if copy and
+                                                hasattr(t, "numpy") else t for t in a]))
+        return 0
+
+    run_instrumented(vm, capture, tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    return calls
+
+
 def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     """{symbol: {"hot_s", "flushed_s", "weights_flushed_s"}}: every compiled function the network `vm` (running
     `executable`) calls, timed alone on copies of the arguments it gets in an inference (its first call), in each
     of ALONE_STATES (_evaluators), medians of `repeat` calls. With the same functions timed inside the network
     (network.profile), the difference splits into what cold operands cost and the rest."""
-    import tvm
-
-    lib = executable.mod.imports[0]  # the compiled PrimFuncs the VM calls
+    lib = executable.mod.imports[0]
     args = {}
-
-    def capture(func, symbol, before_run, ret, *a):
-        if before_run and symbol not in args and lib.implements_function(symbol):
-            args[symbol] = [tvm.runtime.tensor(t.numpy(), tvm.cpu()) if hasattr(t, "numpy") else t for t in a]
-        return 0
-
-    run_instrumented(vm, capture, tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    for symbol, _, a in captured_calls(executable, vm, x, copy=True):
+        args.setdefault(symbol, a)
     out = {}
     for symbol, a in args.items():
         out[symbol] = {f"{state}_s": statistics.median(f(*a).results)
