@@ -17,6 +17,8 @@ os.environ["TVM_TTILE_CONFIRM_TOP"] = "0"
 # MetaSchedule's evolutionary search (its baseline, the tasks tvm_ttile leaves to it) with a population of 32, not
 # 512: the tests check that it runs and what it returns, not how well it searches.
 os.environ["TVM_TTILE_EVOLUTIONARY_POPULATION"] = "32"
+# Networks are tuned without Winograd forms unless a test asks for them (test_winograd.py does).
+os.environ["TVM_TTILE_WINOGRAD"] = "off"
 # Whole networks are timed in a fresh process per system and round (isolated.py): one round in tests.
 os.environ["TVM_TTILE_LATENCY_ROUNDS"] = "1"
 

@@ -8,6 +8,7 @@ import sys
 import threading
 
 from .errors import TTileError
+from .winograd import DEFAULT as WINOGRAD_DEFAULT
 
 
 def _cpu(args):
@@ -307,7 +308,7 @@ def cmd_tune_model(args) -> int:
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,
                         strategy=_strategy(args.strategy),
                         strategy_options=_sampler_options(args.strategy_option, "--strategy-option"),
-                        in_network_top=args.in_network_top)
+                        in_network_top=args.in_network_top, winograd=args.winograd == "on")
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -530,6 +531,9 @@ def make_parser():
                    help="after tuning, time each conv2d/matmul task's N fastest candidates inside the running "
                         "network and build with the fastest there (default 0: tuning's pick; the report then also "
                         "says how well each way of timing candidates alone ranks them as the network does)")
+    p.add_argument("--winograd", choices=["on", "off"], default=WINOGRAD_DEFAULT,
+                   help="also compute each 3x3 stride-1 conv2d with Winograd F(2,3) and F(4,3) and build, layer by "
+                        "layer, whichever form measured faster (default on); off: direct convolutions only")
     _add_strategy_option(p)
     p.set_defaults(func=cmd_tune_model)
 

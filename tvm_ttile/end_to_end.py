@@ -40,17 +40,18 @@ def latency_rounds() -> int:
 def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
                metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
                prepack=True, dense="tvm_ttile", cache_flush=True, sampler_options=None, confirm_top=None,
-               in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None) -> dict:
+               in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None, winograd=None) -> dict:
     """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
     tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
     fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: the
     caches tvm_ttile's candidates are timed in (network.CACHE_STATES: "on" or True, every argument but the input
     flushed, the default, network.COLD_SETTINGS says why; "weights", only the weights and the output; "off" or
     False, hot). `strategy`: how conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None:
-    network.NETWORK_STRATEGY)."""
+    network.NETWORK_STRATEGY). `winograd`: also time Winograd forms of the 3x3 layers (network.tune_network)."""
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
+    from .winograd import apply as winograd_apply
 
     cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
     if cache_flush not in nw.CACHE_STATES:
@@ -67,7 +68,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     confirm_top = settings.confirm_top
     tuned = nw.tune_network(mod, cpu, work_dir, trials_per_task, other_trials, threads, seed, settings,
                             progress=progress, verbose=verbose, prepack=prepack, dense=dense,
-                            sampler_options=sampler_options, strategy=strategy, strategy_options=strategy_options)
+                            sampler_options=sampler_options, strategy=strategy, strategy_options=strategy_options,
+                            winograd=winograd)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
     forget_picks(work_dir)  # made again below, among the records as they are now
@@ -77,7 +79,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
         from .metaschedule import open_database
         from .progress import Progress
 
-        tasks = nw.extract_tasks(mod, cpu, threads, prepack)
+        tasks = nw.extract_tasks(winograd_apply(mod, work_dir)[0], cpu, threads, prepack)  # the built functions
         bar = Progress(len(tasks), "timing candidates in the network") if progress else None
         picked = pick_in_network(nw.vm_of(executables["tvm_ttile"]), tasks, open_database(work_dir),
                                  cpu.target(threads), x, work_dir, in_network_top, IN_NETWORK_ROUNDS, progress=bar)
@@ -117,6 +119,11 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                  "rounds) after tuning, the "
                  "fastest then kept (tvm_ttile and MetaSchedule alike)" if confirm_top >= 2 else
                  "no re-timing of the fastest candidates (--confirm-top 0)")
+    rewritten = [t.name for t in tuned.tasks if t.policy == "winograd" and t.built]
+    if rewritten:
+        notes.append(f"{len(rewritten)} task(s) computed with Winograd (fewer multiplications than the direct "
+                     "convolutions' GFLOP counted here: a % of peak above 100 is possible); the tasks they replace "
+                     "are listed as not built")
     if dense == "automcl":
         notes.append("dense layers tuned by AutoMCL (its computes pack inside the kernel, every call); their "
                      "epilogues are separate elementwise tasks")
@@ -160,7 +167,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
                    if s not in ("tvm_ttile", "untuned")})
     peak = tuned.peak_gflops
-    total_flops = sum(t.flops * t.weight for t in tuned.tasks)
+    # the direct convolutions' FLOPs (a Winograd task computes a layer in fewer: its rate would not compare)
+    total_flops = sum(t.flops * t.weight for t in tuned.tasks if t.policy != "winograd")
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": threads, "peak_gflops": peak,
         "machine": cpu.describe(), "work_dir": work_dir, "trials_per_task": trials_per_task,
@@ -193,7 +201,9 @@ def _in_network(tasks, inside, alone) -> dict:
     calls = dict(inside["calls"])
     per_task, causes = {}, {}
     for t in tasks:
-        symbol = nw.task_symbol(calls, t.name)
+        if not t.built:
+            continue
+        symbol = nw.task_symbol(calls, t.symbol or t.name)
         if symbol is not None:
             call = calls.pop(symbol)
             per_task[t.name] = call["ms"]
@@ -229,7 +239,8 @@ def _tuning_split(r) -> str:
 
 
 def format_report(r) -> str:
-    total = sum(t["seconds"] * t["weight"] for t in r["tasks"] if t["trials"])
+    built = [t for t in r["tasks"] if t.get("built", True)]  # (a layer computed with Winograd: one form built)
+    total = sum(t["seconds"] * t["weight"] for t in built if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
              f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS (measured in this run)", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
@@ -239,18 +250,21 @@ def format_report(r) -> str:
              "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
              "trials | tuning s | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     inside = r.get("in_network") or {"tasks_ms": {}}
-    for t in sorted(r["tasks"], key=lambda t: -(t["seconds"] * t["weight"] if t["trials"] else 0)):
-        share = 100 * t["seconds"] * t["weight"] / total if t["trials"] and total else float("nan")
+    for t in sorted(r["tasks"], key=lambda t: (not t.get("built", True),
+                                               -(t["seconds"] * t["weight"] if t["trials"] else 0))):
+        on = t.get("built", True)
+        share = 100 * t["seconds"] * t["weight"] / total if on and t["trials"] and total else float("nan")
         in_net = inside["tasks_ms"].get(t["name"])
         made_by = t.get("made_by") or t["policy"]  # (reports written before it existed have none)
         policy = t["policy"] if made_by == t["policy"] else f"{t['policy']}: best {made_by}"
+        policy += "" if on else ", not built"
         lines.append(f"| {t['name']} | {policy} | {t['shape']} | {t['weight']} | {t['flops'] / 1e9:.3f} | "
                      f"{share:.1f}% | {t['gflops']:.1f} | {100 * t['gflops'] / r['peak_gflops']:.1f} | "
                      f"{1e3 * t['seconds'] * t['weight']:.3f} | " + (f"{in_net:.3f}" if in_net is not None else "-")
                      + f" | {t['trials']} | {t.get('tuning_seconds', 0.0):.0f} | "
                      + f"{'yes' if t['verified'] else 'NO'} |")
-    lines += ["", "Share of time: each task's measured best x calls, over the sum (the tasks as tuning timed them: "
-                  "alone, hot caches unless --cache-flush). ms alone: that time x calls; ms in network: the same "
+    lines += ["", "Share of time: each built task's measured best x calls, over the sum (the tasks as tuning timed "
+                  "them: alone, hot caches unless --cache-flush). ms alone: that time x calls; ms in network: the same "
                   "functions timed inside the running tvm_ttile network (per inference, all calls; median of "
                   f"{inside.get('repeats', 0)} inferences, the VM's instrument hook)."]
     if inside.get("total_ms"):

@@ -37,9 +37,10 @@ from .in_network import forget_picks, weight_bytes
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .memory_bound import schedules as memory_bound_schedules, variant_of
-from .metaschedule import (DesignSpacesOnce, MemoryBoundSpace, TTileSearch, TTileSpaceGenerator, best_schedule,
-                           evolutionary_search, measured_schemes, record_variants,
+from .metaschedule import (DesignSpacesOnce, MemoryBoundSpace, TTileSearch, TTileSpaceGenerator, WinogradSpace,
+                           best_schedule, evolutionary_search, measured_schemes, record_variants,
                            open_database, records_of, ttile_problem)
+from . import winograd as wg
 
 
 def _bound_of(func) -> str | None:
@@ -317,7 +318,7 @@ class Task:
     name: str
     weight: int  # calls per inference
     mod: object  # the task's IRModule (one PrimFunc "main")
-    policy: str  # "tvm_ttile" or "metaschedule"
+    policy: str  # "tvm_ttile", "metaschedule" or "winograd" (a rewritten layer: winograd.py)
     reason: str  # why not tvm_ttile (empty for tvm_ttile tasks)
     flops: float
     shape: str
@@ -338,6 +339,11 @@ def extract_tasks(mod, cpu=None, threads: int = 1, prepack: bool = True) -> list
         task_mod = t.dispatched[0]
         if MARK in (task_mod["main"].attrs or {}):
             continue  # an AutoMCL kernel, tuned already (dense="automcl")
+        conv = wg.conv_of(task_mod["main"])
+        if conv is not None:
+            tasks.append(Task(t.task_name, int(t.weight), task_mod, "winograd", "",
+                              float(estimate_tir_flops(task_mod)), conv))
+            continue
         problem, reason = ttile_problem(task_mod, target)
         if problem is not None:
             shape = problem.op + " " + ",".join(f"{d}{e}" for d, e in problem.sizes if e > 1)
@@ -368,6 +374,11 @@ class TaskResult:
     # Who made the fastest record: the policy, or for a memory-bound task "tvm_ttile <variant>" (memory_bound.py)
     # or "metaschedule's search"
     made_by: str = ""
+    # Whether the build runs it: a layer computed with Winograd runs its winograd task instead of its direct one
+    built: bool = True
+    # Its function's name in the built network when that differs from `name` (a rewritten network numbers its
+    # fused functions anew)
+    symbol: str = ""
 
 
 @dataclasses.dataclass
@@ -487,7 +498,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                  threads: int = 1, seed: int = 0, settings: MeasureSettings = COLD_SETTINGS, progress=True,
                  verbose=False, prepack: bool = True, dense: str = "tvm_ttile",
                  sampler_options: dict | None = None, strategy: str = NETWORK_STRATEGY,
-                 strategy_options: dict | None = None) -> NetworkTuneResult:
+                 strategy_options: dict | None = None, winograd: bool | None = None) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
     tvm_ttile's search of the structured space, `trials_per_task` trials each; every other task with
     MetaSchedule's default policy, `other_trials` trials each, beside tvm_ttile's few memory-bound schedules
@@ -498,7 +509,10 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
     dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
     trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
     the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32});
-    `strategy` (strategies.STRATEGIES; NETWORK_STRATEGY by default) orders what those tasks measure."""
+    `strategy` (strategies.STRATEGIES; NETWORK_STRATEGY by default) orders what those tasks measure. With
+    `winograd`, each 3x3 stride-1 conv2d layer is also computed with Winograd F(2,3) and F(4,3) (winograd.py; every
+    schedule of those tasks measured once) and the build takes, layer by layer, whichever form was faster
+    (work_dir/winograd.json); None: winograd.DEFAULT."""
     from .microkernels.catalog import catalog_for
     from .measure import default_builder, default_runner
     from .tune import run_tuner
@@ -530,9 +544,13 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                 [f"compute {saved['compute']} {tuple(saved['config'])}; {saved['selected_by']}"]))
         mod, _ = apply_dense(mod, work_dir)
     tasks = extract_tasks(mod, cpu, threads, prepack)
+    if winograd if winograd is not None else wg.DEFAULT == "on":
+        tasks += winograd_tasks(mod, cpu, threads, prepack)
     earlier = _earlier_forms(database, [t.mod for t in tasks], target)
     for i, task in enumerate(tasks):
         budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
+        if task.policy == "winograd":  # every schedule of the few, once
+            budget = len(wg.knob_choices(wg.conv_from_key(task.shape), cpu.lanes, cpu.vector_registers, threads))
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         before = records_of(database, task.mod)
         workload = str(structural_hash(task.mod))
@@ -552,6 +570,9 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                                    strategy_options=network_strategy_options(strategy_options))
             twins.append(task.mod)
             per_iter = 10
+        elif task.policy == "winograd":
+            space, strategy, cost_model = WinogradSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel()
+            per_iter = max(budget, 1)
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
             variants = record_variants(database, task.mod)
@@ -586,6 +607,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         with open(WorkDir(task_dir).asked, "w") as f:
             json.dump({"trials": max(asked, budget), "workload": workload}, f)
         results.append(_task_result(task, database, target, tuning))
+    _choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, cpu, threads, prepack, work_dir)
     failed = [r for r in results if r.policy != "metaschedule" and not r.trials]
     if failed and len(failed) == sum(r.policy != "metaschedule" for r in results):
         raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
@@ -595,9 +617,57 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
                              threads)
 
 
+def winograd_tasks(mod, cpu=None, threads: int = 1, prepack: bool = True) -> list:
+    """The tasks of the (prepared) module's eligible 3x3 layers computed with Winograd, for each tile size in
+    winograd.TILE_SIZES (the module's other tasks are extract_tasks')."""
+    out = []
+    for m in wg.TILE_SIZES:
+        rewritten, count = wg.rewrite(mod, lambda conv, m=m: m)
+        if count:
+            out += [t for t in extract_tasks(rewritten, cpu, threads, prepack) if t.policy == "winograd"]
+    return out
+
+
+def _choose_winograd(pairs: list, mod, cpu, threads: int, prepack: bool, work_dir: str) -> dict:
+    """Choose Winograd or the direct convolution per layer from the tuned (Task, TaskResult) pairs, save the
+    choices in work_dir (none: no layer takes Winograd) and say on each task whether the build runs it."""
+    timed, layer_of_task = [], {}
+    for task, res in pairs:
+        if task.policy == "winograd":
+            conv = wg.conv_from_key(task.shape)
+            layer_of_task[task.name] = (conv.layer, conv.m)
+        elif task.policy == "tvm_ttile":
+            layer = wg.layer_of(task.mod["main"], ttile_problem(task.mod, cpu.target(threads))[0])
+            if layer is None:
+                continue
+            layer_of_task[task.name] = (layer, 0)
+        else:
+            continue
+        layer, m = layer_of_task[task.name]
+        timed.append((layer, m, res.seconds * 1e3 * res.weight, res.verified and res.trials > 0))
+    choices = wg.choose(timed)
+    wg.save_choices(work_dir, choices)
+    for task, res in pairs:
+        if task.name not in layer_of_task or layer_of_task[task.name][0] not in choices:
+            continue
+        layer, m = layer_of_task[task.name]
+        c = choices[layer]
+        res.built = c["m"] == m
+        forms = ", ".join([f"direct {c['direct_ms']:.3f}"] + [f"F({k},3) {v:.3f}" for k, v in c["winograd_ms"].items()])
+        res.notes.append(f"{'built' if res.built else 'not built'}: the layer's forms, ms per inference: {forms}")
+    if any(c["m"] for c in choices.values()):  # the built network's names for its functions
+        built = extract_tasks(wg.apply(mod, work_dir)[0], cpu, threads, prepack)
+        names = {str(structural_hash(t.mod)): t.name for t in built}
+        for task, res in pairs:
+            name = names.get(str(structural_hash(task.mod)))
+            if res.built and name and name != task.name:
+                res.symbol = name
+    return choices
+
+
 def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     best = best_schedule(database, task.mod)
-    notes = [] if task.policy == "tvm_ttile" else [task.reason]
+    notes = [task.reason] if task.reason else []
     size = weight_bytes(task.mod)
     if best is None:
         return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
@@ -665,6 +735,7 @@ def build_executable(mod, work_dir_or_database=None, cpu=None, threads: int = 1,
 
         work_dir = os.fspath(database)
         mod, _ = apply_dense(mod, work_dir)  # dense layers tuned by AutoMCL (dense="automcl")
+        mod, _ = wg.apply(mod, work_dir)  # the 3x3 layers where Winograd was faster
         database = open_database(work_dir)
         picks = picks_database(work_dir)  # the candidates fastest inside the network (in_network), first
         if picks is not None:

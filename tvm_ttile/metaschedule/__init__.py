@@ -10,7 +10,8 @@ returns them as measure candidates. Records are ordinary MetaSchedule records; o
 `open_database` so that the tvm_ttile intrinsics its traces use are registered first.
 
 A network's memory-bound tasks (pooling, means, transposes) are measured with MemoryBoundSpace and
-DesignSpacesOnce: a few finished schedules (memory_bound.py), each once, beside MetaSchedule's own search.
+DesignSpacesOnce: a few finished schedules (memory_bound.py), each once, beside MetaSchedule's own search; its
+Winograd convolutions (winograd.py) with WinogradSpace and DesignSpacesOnce.
 
 The package, one module per concept: space.py (the space generators and which tasks are tvm_ttile's),
 search.py (the search strategies), database.py (opening a database, the records of a workload, the best one),
@@ -20,8 +21,8 @@ from .database import (best_schedule, measured_schemes, record_variants, open_da
                        register_intrinsics_in)
 from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepare_logging
 from .search import DesignSpacesOnce, TTileSearch
-from .space import MemoryBoundSpace, TTileSpaceGenerator, ttile_problem
+from .space import MemoryBoundSpace, TTileSpaceGenerator, WinogradSpace, ttile_problem
 
 __all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
            "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database", "prepare_logging",
-           "record_variants", "records_of", "register_intrinsics_in", "ttile_problem"]
+           "record_variants", "records_of", "register_intrinsics_in", "ttile_problem", "WinogradSpace"]

@@ -61,3 +61,27 @@ class MemoryBoundSpace(PySpaceGenerator):
 
     def clone(self):
         return MemoryBoundSpace()
+
+
+@derived_object
+class WinogradSpace(PySpaceGenerator):
+    """The design spaces are winograd.schedules of a task holding a Winograd convolution (for its target's
+    lanes, registers and cores): each a finished schedule, measured once by DesignSpacesOnce."""
+
+    def __init__(self):
+        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
+
+    def _initialize_with_tune_context(self, context) -> None:
+        from ..cpu import from_target
+
+        cpu = from_target(context.target)
+        self.lanes, self.registers = cpu.lanes, cpu.vector_registers
+        self.threads = int(context.target.attrs.get("num-cores", 1) or 1)
+
+    def generate_design_space(self, mod):
+        from ..winograd import schedules
+
+        return [sch for _, sch in schedules(mod, self.lanes, self.registers, self.threads)]
+
+    def clone(self):
+        return WinogradSpace()
