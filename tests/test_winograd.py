@@ -123,3 +123,35 @@ def test_direct_task_maps_to_its_layer(host):
 
     found = {wg.layer_of(t.mod["main"], ttile_problem(t.mod, target)[0]) for t in nw.extract_tasks(mod, host)}
     assert found == {None, "conv3x3 N1 H16 W16 C16 K16 out16x16"}
+
+
+def test_epilogues_that_read_the_convolution_twice_are_fused(host):
+    # Darknet's leaky ReLU, max(y, 0.1 y): the output block's value is read twice
+    from tvm import relax
+    from tvm.script import relax as R
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((3, 3, 16, 32)).astype("float32")
+    bias = rng.standard_normal((1, 1, 1, 32)).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", R.Tensor((1, 12, 12, 16), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=1, data_layout="NHWC", kernel_layout="HWIO"))
+            z = bb.emit(relax.op.add(y, relax.const(bias)))
+            out = bb.emit_output(relax.op.maximum(z, relax.op.multiply(z, relax.const(np.float32(0.1)))))
+        bb.emit_func_output(out)
+    mod, count = wg.rewrite(bb.get(), lambda conv: 4)
+    assert count == 1
+    (task,) = [t for t in nw.extract_tasks(mod, host) if t.policy == "winograd"]
+    errors = []
+    made = wg.schedules(task.mod, host.lanes, host.vector_registers, 1, errors)
+    assert made and not errors, errors
+    xv = rng.standard_normal((1, 12, 12, 16)).astype("float32")
+    ref = conv2d_nhwc_reference(xv, w, pad=1) + bias
+    want = np.maximum(ref, 0.1 * ref)
+    got = nw.run(nw.build_network(mod, None, host), xv)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    for name, sch in made:
+        ok, err = nw.verify_against_untuned(task.mod, sch.mod, host.target(1))
+        assert ok, (name, err)

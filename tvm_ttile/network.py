@@ -573,6 +573,12 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         elif task.policy == "winograd":
             space, strategy, cost_model = WinogradSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel()
             per_iter = max(budget, 1)
+            errors = []
+            if not wg.schedules(task.mod, cpu.lanes, cpu.vector_registers, threads, errors):
+                budget = 0  # reported below (no record), with why
+                task.reason = "no Winograd schedule of this function lowers: " + "; ".join(errors[:2])
+            elif not before:
+                asked = 0  # (an earlier run's schedules all failed: this one's may not)
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
             variants = record_variants(database, task.mod)
@@ -670,9 +676,10 @@ def _task_result(task, database, target, tuning_seconds) -> TaskResult:
     notes = [task.reason] if task.reason else []
     size = weight_bytes(task.mod)
     if best is None:
+        missing = ("no record: this form is not chosen" if task.policy == "winograd" else
+                   "no record: built with the default schedule")
         return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
-                          tuning_seconds, False, float("nan"), notes + ["no record: built with the default schedule"],
-                          size)
+                          tuning_seconds, False, float("nan"), notes + [missing], size)
     sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
     secs = statistics.median(float(s) for s in record.run_secs)

@@ -201,13 +201,13 @@ def schedule(mod, knobs: Knobs, lanes: int, threads: int = 1):
     conv = conv_from_key(conv_of(sch.mod["main"]))
     m = conv.m
     nH, nW = conv.tiles
-    last = sch.get_sblock("winograd_out")
-    # The epilogue Relax fused after the convolution (bias, residual, ReLU, a slice): into the output block.
-    while True:
-        consumers = sch.get_consumers(last)
-        if not consumers:
-            break
-        sch.reverse_compute_inline(consumers[0])
+    # The epilogue Relax fused after the convolution (bias, residual, ReLU or leaky ReLU, a slice): every block
+    # from the convolution's output on is inlined into the last one, which then reads Y and writes the output.
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(b).name_hint for b in blocks]
+    *between, last = blocks[names.index("winograd_out"):]
+    for block in between:
+        sch.compute_inline(block)
     n, h, w, k = sch.get_loops(last)
     th, hi = sch.split(h, [nH, m])
     tw, wi = sch.split(w, [nW, m])
@@ -265,15 +265,17 @@ def schedule(mod, knobs: Knobs, lanes: int, threads: int = 1):
     return sch
 
 
-def schedules(mod, lanes: int, registers: int, threads: int = 1) -> list:
-    """[(name, schedule)] of every knob_choices schedule of a Winograd function that lowers."""
+def schedules(mod, lanes: int, registers: int, threads: int = 1, errors: list | None = None) -> list:
+    """[(name, schedule)] of every knob_choices schedule of a Winograd function that lowers; why each other one
+    did not goes to `errors` (one line each)."""
     conv = conv_from_key(conv_of(mod["main"]))
     out = []
     for knobs in knob_choices(conv, lanes, registers, threads):
         try:
             out.append((knobs.name, schedule(mod, knobs, lanes, threads)))
-        except Exception:  # noqa: BLE001 - a knob set this function's form does not admit: the others remain
-            continue
+        except Exception as e:  # noqa: BLE001 - a knob set this function's form does not admit: the others remain
+            if errors is not None:
+                errors.append(f"{knobs.name}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}")
     return out
 
 
