@@ -155,3 +155,14 @@ def test_epilogues_that_read_the_convolution_twice_are_fused(host):
     for name, sch in made:
         ok, err = nw.verify_against_untuned(task.mod, sch.mod, host.target(1))
         assert ok, (name, err)
+
+
+def test_report_lists_each_layers_forms():
+    from tvm_ttile.end_to_end import _winograd_lines
+
+    r = {"winograd": {"conv3x3 A": {"m": 4, "direct_ms": 3.0, "winograd_ms": {"2": 2.5, "4": 0.9}},
+                      "conv3x3 B": {"m": 0, "direct_ms": 1.0, "winograd_ms": {"4": 1.2}}}}
+    lines = _winograd_lines(r)
+    assert "| conv3x3 A | 3.000 | 2.500 | 0.900 | F(4,3) |" in lines
+    assert "| conv3x3 B | 1.000 | - | 1.200 | direct |" in lines
+    assert _winograd_lines({"winograd": {"conv3x3 B": {"m": 0, "direct_ms": 1.0, "winograd_ms": {}}}}) == []

@@ -51,7 +51,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     from .baselines import libraries as libs
     from .in_network import alone_times, forget_picks, pick_in_network
     from .models.importers import load_model
-    from .winograd import apply as winograd_apply
+    from .winograd import apply as winograd_apply, saved_choices as winograd_choices
 
     cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
     if cache_flush not in nw.CACHE_STATES:
@@ -184,7 +184,8 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
                                                                                    if t.trials),
         "metaschedule": ms_info, "notes": notes, "date": time.strftime("%Y-%m-%d %H:%M"),
         "in_network": _in_network(tuned.tasks, inside, alone), "latency_rounds": rounds, "in_network_top": in_network_top,
-        "in_network_picks": picked, "bandwidth_gbs": cpu_mod.run_peak(cpu, threads=threads).get("bandwidth_gbs")}
+        "in_network_picks": picked, "bandwidth_gbs": cpu_mod.run_peak(cpu, threads=threads).get("bandwidth_gbs"),
+        "winograd": winograd_choices(work_dir)}
     for lat in report["latency"].values():
         lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / peak
     with open(WorkDir(work_dir).report_json, "w") as f:
@@ -273,7 +274,7 @@ def format_report(r) -> str:
                       f"{sum(inside['other_ms'].values()):.2f} ms; the instrumented inference "
                       f"{inside['total_ms']:.2f} ms; the tasks alone, as tuning timed them, add up to "
                       f"{total * 1e3:.2f} ms."]
-    lines += _causes_lines(r) + _picks_lines(r)
+    lines += _causes_lines(r) + _picks_lines(r) + _winograd_lines(r)
     lines += ["",
               f"End-to-end latency (ms; each system timed in a process of its own, {r.get('latency_rounds', ROUNDS)} round-robin rounds of {REPEATS} repeats):", "",
               "| system | median | IQR | min | max | % of peak | tvm_ttile speed-up |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -326,6 +327,25 @@ def _causes_lines(r) -> list:
                  f"{tot['alone_weights_flushed_ms'] - tot['alone_hot_ms']:+.3f} | "
                  f"{tot['in_network_ms'] - tot['alone_weights_flushed_ms']:+.3f} | {tot['in_network_ms']:.3f} | "
                  f"{tot['in_network_ms'] / tot['alone_hot_ms']:.2f} | {tot['alone_flushed_ms']:.3f} |")
+    return lines
+
+
+def _winograd_lines(r) -> list:
+    """Each 3x3 layer's forms as tuning timed them, and the one built."""
+    choices = r.get("winograd") or {}
+    if not any(c["winograd_ms"] for c in choices.values()):
+        return []
+    from .winograd import TILE_SIZES
+
+    lines = ["", "3x3 layers: each form's best, ms per inference (all the layer's calls, as tuning timed them); the "
+                 "build takes the fastest:", "",
+             "| layer | direct | " + " | ".join(f"F({m},3)" for m in TILE_SIZES) + " | built |",
+             "|---|---:|" + "---:|" * len(TILE_SIZES) + "---|"]
+    for layer, c in choices.items():
+        forms = " | ".join("-" if v is None else f"{v:.3f}"
+                           for v in (c["winograd_ms"].get(str(m)) for m in TILE_SIZES))
+        built = f"F({c['m']},3)" if c["m"] else "direct"
+        lines.append(f"| {layer} | {c['direct_ms']:.3f} | {forms} | {built} |")
     return lines
 
 

@@ -426,6 +426,17 @@ def save_choices(work_dir: str, choices: dict) -> None:
     os.replace(path + ".tmp", path)  # never half written
 
 
+def saved_choices(work_dir: str) -> dict:
+    """work_dir's choices file as tune_network saved it (the forms' times too), {} when there is none."""
+    import json
+
+    path = os.path.join(work_dir, CHOICES)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def load_choices(work_dir: str) -> dict:
     """The choices tune_network saved in work_dir ({} when it saved none); a damaged file is reported and no
     layer takes Winograd (the direct convolutions are tuned too)."""
