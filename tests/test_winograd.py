@@ -147,6 +147,7 @@ def test_epilogues_that_read_the_convolution_twice_are_fused(host):
     errors = []
     made = wg.schedules(task.mod, host.lanes, host.vector_registers, 1, errors)
     assert made and not errors, errors
+    assert all(name.endswith("_packed") for name, _ in made)  # U is a constant: packed once, at build time
     xv = rng.standard_normal((1, 12, 12, 16)).astype("float32")
     ref = conv2d_nhwc_reference(xv, w, pad=1) + bias
     want = np.maximum(ref, 0.1 * ref)

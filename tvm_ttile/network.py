@@ -548,9 +548,7 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
         tasks += winograd_tasks(mod, cpu, threads, prepack)
     earlier = _earlier_forms(database, [t.mod for t in tasks], target)
     for i, task in enumerate(tasks):
-        budget = trials_per_task if task.policy == "tvm_ttile" else other_trials
-        if task.policy == "winograd":  # every schedule of the few, once
-            budget = len(wg.knob_choices(wg.conv_from_key(task.shape), cpu.lanes, cpu.vector_registers, threads))
+        budget = trials_per_task if task.policy == "tvm_ttile" else other_trials  # (winograd: its schedules, below)
         task_dir = os.path.join(work_dir, "tasks", f"{i:02d}-{task.name}")
         before = records_of(database, task.mod)
         workload = str(structural_hash(task.mod))
@@ -572,13 +570,15 @@ def tune_network(mod, cpu=None, work_dir: str = "tune_network", trials_per_task:
             per_iter = 10
         elif task.policy == "winograd":
             space, strategy, cost_model = WinogradSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel()
-            per_iter = max(budget, 1)
             errors = []
-            if not wg.schedules(task.mod, cpu.lanes, cpu.vector_registers, threads, errors):
-                budget = 0  # reported below (no record), with why
+            made = [n for n, _ in wg.schedules(task.mod, cpu.lanes, cpu.vector_registers, threads, errors)]
+            if not made:  # reported below (no record), with why
                 task.reason = "no Winograd schedule of this function lowers: " + "; ".join(errors[:2])
-            elif not before:
-                asked = 0  # (an earlier run's schedules all failed: this one's may not)
+            # Like memory-bound ones, each schedule is measured once, whatever an earlier run asked: those it has
+            # no record of (new, or failed before) are measured on a resume.
+            measured = set(record_variants(database, task.mod))
+            budget, asked, per_iter = len(made), 0, max(len(made), 1)
+            before = [n for n in made if n in measured]
         else:
             space, strategy, cost_model, per_iter = "post-order-apply", evolutionary_search(), "xgb", min(64, max(budget, 1))
             variants = record_variants(database, task.mod)

@@ -208,6 +208,7 @@ def schedule(mod, knobs: Knobs, lanes: int, threads: int = 1):
     *between, last = blocks[names.index("winograd_out"):]
     for block in between:
         sch.compute_inline(block)
+    packed = _pack_transformed_weights(sch, sch.get_sblock("winograd_M"), knobs.vecs * lanes)
     n, h, w, k = sch.get_loops(last)
     th, hi = sch.split(h, [nH, m])
     tw, wi = sch.split(w, [nW, m])
@@ -261,18 +262,41 @@ def schedule(mod, knobs: Knobs, lanes: int, threads: int = 1):
     store = sch.get_loops(acc)
     _, lane = sch.split(store[-1], [None, lanes])
     sch.vectorize(lane)
-    sch.annotate(sch.get_sblock("root"), FINISHED, knobs.name)
+    sch.annotate(sch.get_sblock("root"), FINISHED, knobs.name + ("_packed" if packed else ""))
     return sch
+
+
+def _pack_transformed_weights(sch, gemm, size: int) -> bool:
+    """U[e, nu, c, k] read as [e, nu, k / size, c, size] (size: the register tile's output channels), so that
+    each (e, nu) GEMM streams its weights contiguously, block after block, instead of a `size`-wide column of
+    rows K apart. Only where U is layout-free (a network's constant: the copy is done once at build time, as
+    lowering.pack_weights does for the direct kernels); returns whether it was."""
+    from .lowering import LAYOUT_REWRITE
+
+    func = sch.mod["main"]
+    params = list(func.params)
+    free = [params[int(i)] for i in (func.attrs.get("layout_free_buffers") if func.attrs is not None else None) or ()]
+    reads = sch.get(gemm).reads
+    index = next((i for i, r in enumerate(reads) if any(r.source.same_as(p) for p in free)), None)
+    if index is None:
+        return False
+    cache = sch.cache_read(gemm, index, "global")
+    sch.annotate(cache, LAYOUT_REWRITE, True)
+    sch.transform_layout(gemm, ("read", index), lambda e, nu, c, k: (e, nu, k // size, c, k % size))
+    return True
 
 
 def schedules(mod, lanes: int, registers: int, threads: int = 1, errors: list | None = None) -> list:
     """[(name, schedule)] of every knob_choices schedule of a Winograd function that lowers; why each other one
     did not goes to `errors` (one line each)."""
     conv = conv_from_key(conv_of(mod["main"]))
+    from .memory_bound import variant_of
+
     out = []
     for knobs in knob_choices(conv, lanes, registers, threads):
         try:
-            out.append((knobs.name, schedule(mod, knobs, lanes, threads)))
+            sch = schedule(mod, knobs, lanes, threads)
+            out.append((variant_of(sch.mod["main"]), sch))
         except Exception as e:  # noqa: BLE001 - a knob set this function's form does not admit: the others remain
             if errors is not None:
                 errors.append(f"{knobs.name}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}")
