@@ -91,7 +91,7 @@ def tune_model(source, work_dir=None, trials_per_task=50, other_trials=16, threa
     outputs = {"tvm_ttile": nw.run(systems["tvm_ttile"], x)}
     outputs["untuned"] = nw.run(nw.build_network(mod, None, cpu, threads), x)
     notes, versions, ms_info = [], {}, None
-    untuned = [t.name for t in tuned.tasks if t.policy != "metaschedule" and not t.trials]
+    untuned = [t.name for t in tuned.tasks if t.policy != "metaschedule" and not t.trials and t.built]
     if untuned:  # some tasks failed (every one failing is an error in tune_network): say so at the top
         notes.append(f"warning: {len(untuned)} conv2d/matmul task(s) have no successful measurement and run untuned: "
                      f"{', '.join(untuned)}")

@@ -71,8 +71,7 @@ class WinogradConv:
     def layer(self) -> str:
         """Stable text form of the convolution, whatever its m: what the choice of Winograd is keyed by (the
         output's size stands for the padding: the direct convolution's function shows only that)."""
-        oh, ow = self.out_hw
-        return f"conv3x3 N{self.N} H{self.H} W{self.W} C{self.C} K{self.K} out{oh}x{ow}"
+        return _layer_text(self.N, self.H, self.W, self.C, self.K, *self.out_hw)
 
     @property
     def key(self) -> str:
@@ -333,7 +332,11 @@ def layer_of(func, problem) -> str | None:
     out = shapes[-1]
     if data is None or len(out) != 4 or out[3] != K:
         return None
-    return f"conv3x3 N{data[0]} H{data[1]} W{data[2]} C{C} K{K} out{out[1]}x{out[2]}"
+    return _layer_text(*data[:3], C, K, *out[1:3])
+
+
+def _layer_text(N, H, W, C, K, oh, ow) -> str:
+    return f"conv3x3 N{N} H{H} W{W} C{C} K{K} out{oh}x{ow}"
 
 
 def layers(mod) -> dict:
@@ -343,7 +346,7 @@ def layers(mod) -> dict:
     def count(conv):
         found[conv.layer] = found.get(conv.layer, 0) + 1
 
-    rewrite(mod, lambda conv: count(conv))
+    rewrite(mod, count)
     return found
 
 
