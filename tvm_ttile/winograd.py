@@ -355,40 +355,22 @@ def rewrite(mod, choose):
     group, channels in whole vectors of 16) computed by a Winograd function where choose(WinogradConv with m=0)
     gives an m (None: keep the conv2d). The epilogue stays a separate call here; FuseOps fuses it in.
     Returns (module, number of calls rewritten)."""
-    import tvm
     from tvm import relax
 
-    mod = relax.transform.FoldConstant()(mod)
+    from .relax_rewrite import replace_calls
 
-    @relax.expr_functor.mutator
-    class ConvToWinograd(relax.PyExprMutator):
-        def __init__(self, m):
-            super().__init__(m)
-            self.added, self.count = {}, 0
+    def replace(call, add_func):
+        conv = _eligible(call)
+        m = choose(conv) if conv is not None else None
+        if not m:
+            return None
+        conv = dataclasses.replace(conv, m=int(m))
+        kernel = add_func(f"winograd{conv.m}_{conv.N}x{conv.H}x{conv.W}x{conv.C}x{conv.K}", conv.prim_func)
+        U = relax.const(conv.transform_weights(call.args[1].value.numpy()))
+        oh, ow = conv.out_hw
+        return relax.call_tir(kernel, [call.args[0], U], relax.TensorType((conv.N, oh, ow, conv.K), "float32"))
 
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            conv = _eligible(call)
-            if conv is None:
-                return call
-            m = choose(conv)
-            if not m:
-                return call
-            conv = dataclasses.replace(conv, m=int(m))
-            if conv.key not in self.added:
-                name = f"winograd{conv.m}_{conv.N}x{conv.H}x{conv.W}x{conv.C}x{conv.K}"
-                self.added[conv.key] = self.builder_.add_func(conv.prim_func(), name)
-            self.count += 1
-            U = relax.const(conv.transform_weights(call.args[1].value.numpy()))
-            oh, ow = conv.out_hw
-            return relax.call_tir(self.added[conv.key], [call.args[0], U],
-                                  relax.TensorType((conv.N, oh, ow, conv.K), "float32"))
-
-    rewriter = ConvToWinograd(mod)
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get(), rewriter.count
+    return replace_calls(mod, replace)
 
 
 def _eligible(call):

@@ -92,37 +92,24 @@ def _rewrite(mod, kernel):
     import tvm
     from tvm import relax
 
-    mod = relax.transform.FoldConstant()(mod)  # permute_dims of a constant weight -> the constant
+    from ..relax_rewrite import replace_calls
 
-    @relax.expr_functor.mutator
-    class DenseToKernel(relax.PyExprMutator):
-        def __init__(self, m):
-            super().__init__(m)
-            self.added, self.count = {}, 0
+    def replace(call, add_func):
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.matmul"):
+            return None
+        x, w = call.args
+        xt, wt = x.ty, w.ty
+        if not (isinstance(w, tvm.ir.expr.Constant) and wt.ndim == 2 and xt.ndim == 2
+                and str(xt.dtype) == str(wt.dtype) == "float32" and isinstance(xt.shape, relax.ShapeExpr)
+                and all(isinstance(d, tvm.tirx.IntImm) for d in list(xt.shape.values) + list(wt.shape.values))):
+            return None
+        (M, K), (_, N) = [int(d) for d in xt.shape.values], [int(d) for d in wt.shape.values]
+        func = kernel(M, K, N)
+        if func is None:
+            return None
+        name = f"automcl_dense_{M}x{K}x{N}"
+        dense_kernel = add_func(name, lambda: func.with_attr("global_symbol", name))
+        dense_w = relax.const(np.ascontiguousarray(w.value.numpy().T))
+        return relax.call_tir(dense_kernel, [x, dense_w], relax.TensorType((M, N), "float32"))
 
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.matmul"):
-                return call
-            x, w = call.args
-            xt, wt = x.ty, w.ty
-            if not (isinstance(w, tvm.ir.expr.Constant) and wt.ndim == 2 and xt.ndim == 2
-                    and str(xt.dtype) == str(wt.dtype) == "float32" and isinstance(xt.shape, relax.ShapeExpr)
-                    and all(isinstance(d, tvm.tirx.IntImm) for d in list(xt.shape.values) + list(wt.shape.values))):
-                return call
-            (M, K), (_, N) = [int(d) for d in xt.shape.values], [int(d) for d in wt.shape.values]
-            func = kernel(M, K, N)
-            if func is None:
-                return call
-            if (M, K, N) not in self.added:
-                name = f"automcl_dense_{M}x{K}x{N}"
-                self.added[(M, K, N)] = self.builder_.add_func(func.with_attr("global_symbol", name), name)
-            self.count += 1
-            dense_w = relax.const(np.ascontiguousarray(w.value.numpy().T))
-            return relax.call_tir(self.added[(M, K, N)], [x, dense_w], relax.TensorType((M, N), "float32"))
-
-    rewriter = DenseToKernel(mod)
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get(), rewriter.count
+    return replace_calls(mod, replace)

@@ -1,0 +1,38 @@
+"""(TVM) A Relax module with some operator calls replaced by call_tir of kernels of our own: AutoMCL's dense
+kernels (automcl/network.py) and Winograd convolutions (winograd.py)."""
+from __future__ import annotations
+
+
+def replace_calls(mod, replace):
+    """`mod` (constants folded first: a weight's permute becomes the constant) with each call that
+    replace(call, add_func) turns into another expression replaced (None: kept). add_func(name, make) adds the
+    PrimFunc make() under `name` the first time it is asked for and returns its GlobalVar. Returns (module,
+    calls replaced)."""
+    from tvm import relax
+
+    mod = relax.transform.FoldConstant()(mod)
+
+    @relax.expr_functor.mutator
+    class Replacer(relax.PyExprMutator):
+        def __init__(self, m):
+            super().__init__(m)
+            self.added, self.count = {}, 0
+
+        def add_func(self, name, make):
+            if name not in self.added:
+                self.added[name] = self.builder_.add_func(make(), name)
+            return self.added[name]
+
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            new = replace(call, self.add_func)
+            if new is None:
+                return call
+            self.count += 1
+            return new
+
+    replacer = Replacer(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            replacer.builder_.update_func(gv, replacer.visit_expr(func))
+    return replacer.builder_.get(), replacer.count
