@@ -40,3 +40,14 @@ def test_readme_snippets_run_with_tiny_budgets(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "README OK" in out.stdout
+
+
+def test_shapes_file_example_loads(tmp_path):
+    """The shapes-file example the README points to (benchmarks/README.md) is a file load_shapes reads."""
+    from tvm_ttile.operators import load_shapes
+
+    (example,) = re.findall(r"```json\n(.*?)```", (ROOT / "benchmarks" / "README.md").read_text(), re.S)
+    path = tmp_path / "layers.json"
+    path.write_text(example)
+    assert [op.name for op in load_shapes(path)] == ["inception-1x7", "same-3x3s2", "mobilenet-dw", "bert-ffn",
+                                                     "bert-scores"]
