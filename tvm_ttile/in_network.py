@@ -239,17 +239,19 @@ def time_alone(libs, scheduled_mods, rounds: int = 7, state: str = "hot") -> lis
     return out
 
 
-def captured_calls(executable, vm, x, copy: bool = False) -> list:
+def captured_calls(executable, vm, x, copy: bool = False, first_only: bool = False) -> list:
     """[(symbol, compiled function, arguments)]: every call of a compiled function in one inference of `vm`
-    (running `executable`) on `x`, in order. The arguments are the VM's own tensors (the activations where the
-    network writes them, the constant weights), or with `copy` copies of them as they were at the call."""
+    (running `executable`) on `x`, in order (with `first_only`, each function's first call only). The arguments
+    are the VM's own tensors (the activations where the network writes them, the constant weights), or with
+    `copy` copies of them as they were at the call."""
     import tvm
 
     lib = executable.mod.imports[0]  # the compiled PrimFuncs the VM calls
-    calls = []
+    calls, seen = [], set()
 
     def capture(func, symbol, before_run, ret, *a):
-        if before_run and lib.implements_function(symbol):
+        if before_run and lib.implements_function(symbol) and not (first_only and symbol in seen):
+            seen.add(symbol)
             calls.append((symbol, lib[symbol], [tvm.runtime.tensor(t.numpy(), tvm.cpu()) if copy and
                                                 hasattr(t, "numpy") else t for t in a]))
         return 0
@@ -264,9 +266,7 @@ def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     of ALONE_STATES (_evaluators), medians of `repeat` calls. With the same functions timed inside the network
     (network.profile), the difference splits into what cold operands cost and the rest."""
     lib = executable.mod.imports[0]
-    args = {}
-    for symbol, _, a in captured_calls(executable, vm, x, copy=True):
-        args.setdefault(symbol, a)
+    args = {symbol: a for symbol, _, a in captured_calls(executable, vm, x, copy=True, first_only=True)}
     out = {}
     for symbol, a in args.items():
         out[symbol] = {f"{state}_s": statistics.median(f(*a).results)
