@@ -6,11 +6,15 @@ register count and lanes from here, and reports performance as a percentage of `
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import platform
+import re
 import time
 from pathlib import Path
 
+from . import limits
+from .cache import cache_key, cache_root, measuring, read_json, write_json
 from .errors import UnsupportedISAError
 
 
@@ -70,8 +74,6 @@ class CPUModel:
 
     @property
     def cache_dir(self) -> Path:
-        from .cache import cache_key, cache_root
-
         extra = repr(sorted((self.target_override or {}).items()))
         return cache_root() / cache_key(self.name, self.isa.name, self.flags, extra)
 
@@ -219,6 +221,11 @@ def _host_supports(isa: str, flags, machine: str) -> bool:
     if isa == "avx512":
         return "avx512f" in flags
     return "avx2" in flags and "fma" in flags
+
+
+def runs_here(cpu: CPUModel) -> bool:
+    """Whether code for `cpu` can run (and be measured) on this host."""
+    return _runs_here(cpu.isa.name)
 
 
 def _runs_here(isa: str) -> bool:
@@ -374,35 +381,75 @@ def peak_path(cpu: CPUModel, threads: int = 1):
     return cpu.cache_dir / ("peak.json" if threads == 1 else f"peak_{threads}threads.json")
 
 
+def host_nominal(cpu: CPUModel, threads: int = 1) -> dict:
+    """The nominal fp32 rate of `threads` cores of this host (limits.nominal), from the family and model in the
+    CPU's name and the clock /proc/cpuinfo reports."""
+    ident = re.search(r"family (\d+) model (\d+)", cpu.name)
+    vendor = "AMD" if "AMD" in cpu.name else "Intel" if "Intel" in cpu.name else "unknown"
+    mhz = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            mhz = max((float(ln.split(":")[1]) for ln in f if ln.startswith("cpu MHz")), default=None)
+    except (OSError, ValueError):
+        pass
+    return limits.nominal(vendor, int(ident[1]) if ident else None, int(ident[2]) if ident else None,
+                          cpu.isa.name, mhz, threads)
+
+
 _RUN_PEAKS: dict = {}
 
 
 def run_peak(cpu: CPUModel, threads: int = 1) -> dict:
     """The peak (and memory bandwidth) measured in this process, once per CPU and thread count: what a run's
-    "% of peak" divides by, so that it reflects the machine's moment rather than a figure cached on another day
-    (peak() keeps that one, for the catalogs' thresholds; it is not overwritten here). A CPU that cannot run
-    here (a cross-compiled ISA) gets the cached peak."""
+    "% of peak" divides by, so that it reflects the machine's moment. A measurement above the cached best revises
+    the cache (limits.merge). A CPU that cannot run here (a cross-compiled ISA) gets the cached peak."""
     if not _runs_here(cpu.isa.name):
         return peak(cpu, threads=threads)
     key = (str(cpu.cache_dir), threads)
     if key not in _RUN_PEAKS:
-        _RUN_PEAKS[key] = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
+        peak(cpu, threads=threads, remeasure=True)
     return _RUN_PEAKS[key]
 
 
-def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1) -> dict:
-    """The cached measured peak of `cpu` at `threads` threads; measured once per CPU/ISA/TVM/tvm_ttile version
-    and thread count."""
-    from .cache import measuring, read_json, write_json
-
+def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool = False) -> dict:
+    """The best peak of `cpu` at `threads` threads ever measured (a capacity: a busy moment only lowers it), per
+    CPU/ISA/TVM/tvm_ttile version and thread count. A first measurement is the best of limits.FIRST_BURSTS
+    spaced bursts; `remeasure` measures once more now (kept for this process's run_peak) and revises the cache
+    if it finds more; `rebuild` forgets the cache and measures afresh."""
     path = peak_path(cpu, threads)
-    cached = None if rebuild else read_json(path)
-    if cached and "peak_gflops" in cached:
+    cached = None if rebuild else _cached_peak(path)
+    if cached and not remeasure:
         return cached
     with measuring(path, f"the {threads}-thread peak"):
-        cached = None if rebuild else read_json(path)  # measured by another process while this one waited
-        if cached and "peak_gflops" in cached:
+        cached = None if rebuild else _cached_peak(path)  # measured by another process while this one waited
+        if cached and not remeasure:
             return cached
-        result = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
-        write_json(path, result)
-    return result
+        if cached:
+            measured = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
+        else:
+            bursts = []
+            for i in range(limits.FIRST_BURSTS):
+                time.sleep(limits.BURST_GAP_SECONDS if i else 0)
+                bursts.append(measure_peak(cpu, repeat=3, threads=threads))
+            measured = dict(cpu.describe(), **limits.best_of(bursts))
+        if _runs_here(cpu.isa.name):
+            measured.update(host_nominal(cpu, threads))
+        _RUN_PEAKS[(str(cpu.cache_dir), threads)] = measured
+        record, revised = limits.merge(cached, measured)
+        write_json(path, record)
+    log = logging.getLogger(__name__)
+    for r in revised:
+        log.warning("the cached %d-thread %s was revised from %.1f to %.1f (measured more now); catalogs are "
+                    "re-thresholded from their stored measurements on their next use", threads, r["limit"],
+                    r["from"], r["to"])
+    for line in limits.problems(record):
+        log.warning("%s", line)
+    return record
+
+
+def _cached_peak(path) -> dict | None:
+    """The cached record, or None; a damaged one is reported and measured again, never reused."""
+    cached = read_json(path)
+    if cached is None and path.exists():
+        logging.getLogger(__name__).warning("%s is damaged: the peak is measured again", path)
+    return cached if cached and "peak_gflops" in cached else None

@@ -122,6 +122,12 @@ def _evaluators(lib, symbol: str, repeat: int) -> dict:
                                                   f_preproc=flush_but_activations_name())}
 
 
+def task_symbol(calls: dict, task_name: str):
+    """The key of a task's function among profile()["calls"] (build_network renames a function whose weights
+    it prepacks: name_prepacked), or None."""
+    return next((s for s in (task_name, task_name + "_prepacked") if s in calls), None)
+
+
 @dataclasses.dataclass
 class _Site:
     """One task's function in the network and its candidates."""
@@ -173,7 +179,6 @@ class InNetworkTimer:
         """{network symbol: _Site}, each candidate given its own weights for every call of the symbol."""
         import tvm
 
-        from .network import task_symbol
 
         counts = self._call_counts(x)
         rng = np.random.default_rng(0)

@@ -33,7 +33,9 @@ from tvm_ffi import structural_hash
 
 from . import cpu as cpu_mod
 from .errors import TTileError
-from .in_network import forget_picks, weight_bytes
+from .in_network import forget_picks, task_symbol, weight_bytes
+from .relax_rewrite import binding_of, static_shape
+from .transposed import rewrite as rewrite_transposed
 from .workdir import WorkDir, claim, work_key
 from .measure import MeasureSettings
 from .memory_bound import schedules as memory_bound_schedules, variant_of
@@ -98,24 +100,6 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
         return call
 
 
-def _binding(mutator, expr):
-    """What a variable of the function `mutator` visits is bound to, through variables bound to variables."""
-    while isinstance(expr, relax.Var):
-        bound = mutator.lookup_binding(expr)
-        if bound is None:
-            return expr
-        expr = bound
-    return expr
-
-
-def _static_shape(expr) -> tuple | None:
-    shape = getattr(getattr(expr, "ty", None), "shape", None)
-    values = getattr(shape, "values", None)
-    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
-        return None
-    return tuple(int(v) for v in values)
-
-
 # How much padding output channels to whole vectors may add to a contraction's work: 24 -> 32 channels or 1000 ->
 # 1008 classes, not a 10-class head to 16 (a tiny layer, 60% more work, no parallel split at N threads).
 MAX_OUTPUT_GROWTH = 1.5
@@ -140,7 +124,7 @@ class _WholeVectorOutputs(relax.PyExprMutator):
 
     def _constant(self, expr) -> bool:
         """Whether `expr` is computed from constants only (a weight and the permutes ConvertLayout puts on it)."""
-        expr = _binding(self, expr)
+        expr = binding_of(self, expr)
         if isinstance(expr, tvm.ir.expr.Constant):
             return True
         if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
@@ -149,11 +133,11 @@ class _WholeVectorOutputs(relax.PyExprMutator):
         return False
 
     def _pad_last(self, expr, extent: int):
-        rank = len(_static_shape(expr))
+        rank = len(static_shape(expr))
         return self.builder_.emit(relax.op.nn.pad(expr, [0] * (2 * rank - 1) + [extent]))
 
     def _sliced(self, padded, channels: int):
-        out = self.builder_.emit(relax.op.strided_slice(padded, axes=[len(_static_shape(padded)) - 1], begin=[0],
+        out = self.builder_.emit(relax.op.strided_slice(padded, axes=[len(static_shape(padded)) - 1], begin=[0],
                                                         end=[channels], assume_inbound=True))
         self.sliced.append((out, padded, channels))
         return out
@@ -169,7 +153,7 @@ class _WholeVectorOutputs(relax.PyExprMutator):
 
     def visit_call_(self, call):
         call = self.builder_.normalize(super().visit_call_(call))
-        if not isinstance(call.op, tvm.ir.Op) or _static_shape(call) is None:
+        if not isinstance(call.op, tvm.ir.Op) or static_shape(call) is None:
             return call
         name = call.op.name
         if name in ("relax.nn.conv2d", "relax.matmul"):
@@ -183,8 +167,8 @@ class _WholeVectorOutputs(relax.PyExprMutator):
         return call
 
     def _contraction(self, call):
-        out_shape, w = _static_shape(call), call.args[1]
-        w_shape = _static_shape(w)
+        out_shape, w = static_shape(call), call.args[1]
+        w_shape = static_shape(w)
         channels = out_shape[-1]
         if not channels % self.lanes or w_shape is None or w_shape[-1] != channels or not self._constant(w):
             return call
@@ -208,11 +192,11 @@ class _WholeVectorOutputs(relax.PyExprMutator):
         if source is None or not self._constant(other):
             return call
         padded, channels = source
-        shape, rank = _static_shape(other), len(_static_shape(padded))
+        shape, rank = static_shape(other), len(static_shape(padded))
         if shape is None or len(shape) > rank or (shape and shape[-1] not in (1, channels)):
             return call
         if shape and shape[-1] == channels:  # a per-channel constant (bias, scale): zeros in the padded channels
-            other = self._pad_last(other, _static_shape(padded)[-1] - channels)
+            other = self._pad_last(other, static_shape(padded)[-1] - channels)
         args = [padded, other] if first else [other, padded]
         return self._sliced(self.builder_.emit(relax.Call(call.op, args, call.attrs)), channels)
 
@@ -251,13 +235,13 @@ class _InputLayoutIntoConv(relax.PyExprMutator):
         a = call.attrs
         if (a.data_layout, a.kernel_layout, a.out_layout, a.groups) != ("NHWC", "HWIO", "NHWC", 1):
             return call
-        source = _binding(self, call.args[0])
+        source = binding_of(self, call.args[0])
         if not (isinstance(source, relax.Call) and isinstance(source.op, tvm.ir.Op)
                 and source.op.name == "relax.permute_dims" and source.attrs.axes is not None
                 and [int(v) for v in source.attrs.axes] == [0, 2, 3, 1]):
             return call
         x = source.args[0]
-        if _static_shape(x) is None or _static_shape(call.args[1]) is None or x.ty.dtype != call.ty.dtype:
+        if static_shape(x) is None or static_shape(call.args[1]) is None or x.ty.dtype != call.ty.dtype:
             return call
         return self.builder_.call_te(_conv2d_reading_nchw, x, call.args[1], [int(v) for v in a.strides],
                                      [int(v) for v in a.padding], [int(v) for v in a.dilation],
@@ -280,9 +264,7 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
     host's by default; _WholeVectorOutputs). With `input_layout_in_conv`, a conv2d whose input is an NCHW
     tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv)."""
-    from .transposed import rewrite
-
-    mod, _ = rewrite(mod)
+    mod, _ = rewrite_transposed(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
@@ -809,12 +791,6 @@ def profile(vm, x, repeat: int = 20) -> dict:
     calls = {s: {"ms": 1e3 * statistics.median(r.get(s, 0.0) for r in per_run), "calls": per_run[0][s + "#calls"]}
              for s in symbols}
     return {"total_ms": 1e3 * statistics.median(totals), "calls": calls, "repeats": repeat}
-
-
-def task_symbol(calls: dict, task_name: str):
-    """The key of a task's function among profile()["calls"] (build_network renames a function whose weights
-    it prepacks: name_prepacked), or None."""
-    return next((s for s in (task_name, task_name + "_prepacked") if s in calls), None)
 
 
 def spread(ms_values) -> dict:

@@ -1,6 +1,29 @@
-"""(TVM) A Relax module with some operator calls replaced by call_tir of kernels of our own: AutoMCL's dense
-kernels (automcl/network.py) and Winograd convolutions (winograd.py)."""
+"""(TVM) What the Relax rewrites share: a variable's binding, a static shape, and a module with some operator calls
+replaced by call_tir of kernels of our own (AutoMCL's dense kernels, automcl/network.py; Winograd convolutions,
+winograd.py)."""
 from __future__ import annotations
+
+import tvm
+from tvm import relax
+
+
+def binding_of(mutator, expr):
+    """What a variable of the function `mutator` visits is bound to, through variables bound to variables."""
+    while isinstance(expr, relax.Var):
+        bound = mutator.lookup_binding(expr)
+        if bound is None:
+            return expr
+        expr = bound
+    return expr
+
+
+def static_shape(expr) -> tuple | None:
+    """The shape of `expr` as ints, or None when it is not static."""
+    shape = getattr(getattr(expr, "ty", None), "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None or not all(isinstance(v, tvm.tirx.IntImm) for v in values):
+        return None
+    return tuple(int(v) for v in values)
 
 
 def replace_calls(mod, replace):
@@ -8,8 +31,6 @@ def replace_calls(mod, replace):
     replace(call, add_func) turns into another expression replaced (None: kept). add_func(name, make) adds the
     PrimFunc make() under `name` the first time it is asked for and returns its GlobalVar. Returns (module,
     calls replaced)."""
-    from tvm import relax
-
     mod = relax.transform.FoldConstant()(mod)
 
     @relax.expr_functor.mutator

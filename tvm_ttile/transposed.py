@@ -21,7 +21,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .network import _binding, _static_shape
+from .relax_rewrite import binding_of, static_shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def conv2d_transpose_reference(x, weights, stride, pad, out_hw):
 
 def _constant(mutator, expr):
     """The numpy value of a constant `expr` is (bound to), else None."""
-    expr = _binding(mutator, expr)
+    expr = binding_of(mutator, expr)
     return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
 
 
@@ -101,7 +101,7 @@ class TransposedAsPhases(relax.PyExprMutator):
             return call
         a = call.attrs
         x, weights = call.args
-        in_shape, out_shape, w = _static_shape(x), _static_shape(call), _constant(self, weights)
+        in_shape, out_shape, w = static_shape(x), static_shape(call), _constant(self, weights)
         if (w is None or in_shape is None or out_shape is None or a.data_layout != "NCHW" or a.kernel_layout != "IOHW"
                 or a.out_layout not in ("NCHW", "") or int(a.groups) != 1 or any(int(d) != 1 for d in a.dilation)):
             return call

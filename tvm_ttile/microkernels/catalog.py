@@ -7,11 +7,14 @@ interrupted build resumes where it stopped.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from itertools import groupby
 from pathlib import Path
 
+from .. import cpu as cpu_mod
+from .. import limits
 from ..cache import measuring, read_json, write_json
 from ..errors import TTileError
 from .spec import FAMILIES, Microkernel
@@ -154,6 +157,7 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     if cat is None:
         with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
             cat = _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red)
+        _report_entries(op, cat.entries, cat.peak_gflops)
     return cat.only({mk.text for mk in cands})
 
 
@@ -172,9 +176,47 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
     return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings)
 
 
+def rethreshold(cpu, op, path=None) -> dict | None:
+    """Re-express a cached catalog against the CPU's current (best measured) peak from its stored measurements,
+    measuring nothing again; says so in one line when the peak moved, and in another when an entry is above
+    limits.ENTRY_CEILING of it. Returns what the file now holds (None when there is no catalog)."""
+    path = Path(path) if path else catalog_path(cpu, op)
+    old = read_json(path)
+    if not old or "entries" not in old:
+        return None
+    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    log = logging.getLogger(__name__)
+    if abs(old["peak_gflops"] - peak) > 1e-6 * peak:
+        was = len(Catalog.from_json(old).kept)
+        cat = Catalog.from_json(old)
+        cat.peak_gflops, cat.entries = peak, _against(old["entries"], peak)
+        write_json(path, cat.to_json())
+        log.warning("the %s catalog is re-thresholded against the %.1f GFLOPS peak (it was measured against %.1f): "
+                    "%d microkernels kept instead of %d, none measured again", op, peak, old["peak_gflops"],
+                    len(cat.kept), was)
+        old = read_json(path)
+    _report_entries(op, old["entries"], peak)
+    return old
+
+
+_REPORTED: set = set()
+
+
+def _report_entries(op: str, entries: list, peak: float) -> None:
+    """The one line of limits.entry_problem, once per catalog and peak in a process."""
+    problem = limits.entry_problem(f"the {op} catalog", entries, peak)
+    if problem and (op, peak) not in _REPORTED:
+        _REPORTED.add((op, peak))
+        logging.getLogger(__name__).warning("%s", problem)
+
+
+def _against(entries: list, peak: float) -> list:
+    return [dict(e, percent_of_peak=100 * e["gflops"] / peak if e.get("gflops") else None) for e in entries]
+
+
 def _cached(path, op, cpu, cands, threshold, rebuild):
-    """(what the cache holds, its entries by text, the complete Catalog or None)."""
-    old = None if rebuild else read_json(path)
+    """(what the cache holds, its entries by text, the complete Catalog or None), against the current peak."""
+    old = None if rebuild else rethreshold(cpu, op, path)
     done = {}
     if old and old.get("op") == op and old.get("cpu") == cpu.describe():
         done = {e["text"]: e for e in old["entries"]}
@@ -186,7 +228,6 @@ def _cached(path, op, cpu, cands, threshold, rebuild):
 
 
 def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> Catalog:
-    from .. import cpu as cpu_mod
     from ..measure import default_builder, default_runner, measure_modules
     from ..progress import Progress
     from . import intrin
