@@ -21,8 +21,8 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def fake_measurement(gflops, bandwidth=10.0):
-    def measure(c, repeat=9, threads=1):
-        return {"peak_gflops": gflops, "median_gflops": gflops, "gflops_per_repeat": [gflops] * repeat,
+    def measure(c, repeat=9, threads=1, bursts=1):
+        return {"peak_gflops": gflops, "median_gflops": gflops, "gflops_per_repeat": [gflops] * repeat * bursts,
                 "threads": threads, "measured_at": "now", "bandwidth_gbs": bandwidth}
     return measure
 
@@ -41,12 +41,16 @@ def test_merge_keeps_the_best_and_revises_only_above_the_noise():
 
 
 def test_a_first_measurement_is_the_best_of_spaced_bursts(own_cache, host, monkeypatch):
-    figures = iter([50.0, 110.0, 90.0])
-    monkeypatch.setattr(limits, "BURST_GAP_SECONDS", 0.0)
-    monkeypatch.setattr(cpu, "measure_peak", lambda c, repeat=9, threads=1: fake_measurement(next(figures))(c, repeat))
-    rec = cpu.peak(host)
-    assert rec["peak_gflops"] == 110.0 and rec["bursts"] == limits.FIRST_BURSTS
+    bursts = [{"peak_gflops": g, "gflops_per_repeat": [g, g - 1], "measured_at": str(g)} for g in (50.0, 110.0, 90.0)]
+    best = limits.best_of(bursts)
+    assert best["peak_gflops"] == 110.0 and best["measured_at"] == "110.0" and best["bursts"] == 3
+    assert len(best["gflops_per_repeat"]) == 6
+    asked = []
+    monkeypatch.setattr(cpu, "measure_peak", lambda c, **kw: asked.append(kw) or fake_measurement(110.0)(c, **kw))
+    assert cpu.peak(host)["peak_gflops"] == 110.0 and asked == [{"repeat": 3, "threads": 1, "bursts": 3}]
     assert json.loads(cpu.peak_path(host).read_text())["peak_gflops"] == 110.0
+    cpu.peak(host)
+    assert len(asked) == 1  # cached
 
 
 def _write_catalog(host, peak, fractions):
