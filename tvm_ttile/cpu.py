@@ -441,9 +441,9 @@ def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool
         write_json(path, record)
     log = logging.getLogger(__name__)
     for r in revised:
-        log.warning("the cached %d-thread %s was revised from %.1f to %.1f (measured more now); catalogs are "
-                    "re-thresholded from their stored measurements on their next use", threads, r["limit"],
-                    r["from"], r["to"])
+        log.warning("the cached %d-thread %s was revised from %.1f to %.1f (measured more now)%s", threads,
+                    r["limit"], r["from"], r["to"], "; catalogs are re-thresholded from their stored measurements "
+                    "on their next use" if r["limit"] == "peak_gflops" and threads == 1 else "")
     for line in limits.problems(record):
         log.warning("%s", line)
     return record
