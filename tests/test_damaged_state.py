@@ -98,7 +98,7 @@ def test_a_task_directory_belongs_to_one_function_and_another_ones_is_moved_asid
     otherwise) can keep: the budget a finished run asked counts for the function it tuned only, another
     function's directory is moved aside with its logs; a file from before functions were recorded counts while
     that function has records; a damaged one is reported."""
-    from tvm_ttile.network import _claim_task_dir
+    from tvm_ttile.network import claim_task_dir as _claim_task_dir
 
     task_dir = str(tmp_path / "tasks" / "02-fused_conv2d_add_relu")
     asked = os.path.join(task_dir, "asked.json")

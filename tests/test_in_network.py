@@ -1,8 +1,8 @@
-"""Candidates timed inside a running network (tvm_ttile.in_network)."""
+"""Candidates timed inside a running network (tvm_ttile.network.in_network)."""
 import numpy as np
 import pytest
 
-from tvm_ttile import in_network as inn
+from tvm_ttile.network import in_network as inn
 
 
 def test_spearman_and_ranking_summary():

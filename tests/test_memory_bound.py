@@ -83,11 +83,11 @@ def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resum
 
     mod = nw.prepare(load_model("micro_resnet").mod, host)
     work = tmp_path / "w"
-    res = nw.tune_network(mod, host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
     others = [t for t in res.tasks if t.policy == "metaschedule"]
     assert others and all(t.verified for t in others)
     database = open_database(str(work))
-    tasks = {t.name: t for t in nw.extract_tasks(mod, host)}
+    tasks = {t.name: t for t in nw.extract_tasks(mod, cpu=host)}
     for t in others:
         variants = record_variants(database, tasks[t.name].mod)
         made = [n for n, _ in memory_bound.schedules(tasks[t.name].mod, host.lanes)]
@@ -98,11 +98,11 @@ def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resum
         assert t.made_by == (f"tvm_ttile {variants[0]}" if variants[0] else "metaschedule's search")
     curves = sorted(work.glob("tasks/*/curve.jsonl"))
     rows = {p: len(p.read_text().splitlines()) for p in curves}
-    again = nw.tune_network(mod, host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
+    again = nw.tune_network(mod, cpu=host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
     assert {p: len(p.read_text().splitlines()) for p in curves} == rows
     assert [t.made_by for t in again.tasks] == [t.made_by for t in res.tasks]
     # other_trials=0 leaves those tasks to the default build: nothing of theirs measured
-    bare = nw.tune_network(mod, host, work_dir=str(tmp_path / "bare"), trials_per_task=1, other_trials=0,
+    bare = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "bare"), trials_per_task=1, other_trials=0,
                            progress=False)
     assert all(t.trials == 0 for t in bare.tasks if t.policy == "metaschedule")
     assert json.loads(json.dumps(res.to_json()))["tasks"][0]["made_by"]

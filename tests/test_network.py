@@ -20,7 +20,7 @@ def test_zoo_models_are_valid_onnx_and_split_into_tasks(name, host):
 
     onnx.checker.check_model(zoo.to_onnx(name))
     net = load_model(name)
-    tasks = nw.extract_tasks(nw.prepare(net.mod), host)
+    tasks = nw.extract_tasks(nw.prepare(net.mod), cpu=host)
     convs = [t for t in tasks if t.policy == "tvm_ttile" and t.shape.startswith("conv2d")]
     depthwise = [t for t in tasks if t.policy == "tvm_ttile" and t.shape.startswith("depthwise")]
     dense = [t for t in tasks if t.policy == "tvm_ttile" and not t.shape.startswith(("conv2d", "depthwise"))]
@@ -134,7 +134,7 @@ def test_a_conv1d_network_is_tuned_by_tvm_ttile_and_correct(small_catalog, host,
         initializer=[helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.flatten())])
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
-    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
     (task,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert task.shape.startswith("conv2d") and "relu" in task.name
     x = rng.standard_normal((1, 5, 29), dtype=np.float32)
@@ -166,7 +166,7 @@ def test_grouped_and_depthwise_conv1d_networks_are_tuned_by_tvm_ttile_and_correc
         initializer=[helper.make_tensor(n, TensorProto.FLOAT, w.shape, w.flatten()) for n, w in (("w1", w1), ("w2", w2))])
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
-    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
     shapes = sorted(t.shape.split()[0] for t in res.tasks if t.policy == "tvm_ttile")
     assert shapes == ["conv2d", "depthwise"], [(t.name, t.policy, t.shape) for t in res.tasks]
     x = rng.standard_normal((1, 6, 31), dtype=np.float32)
@@ -186,7 +186,7 @@ def test_transposed_convolutions_become_phase_convolutions_tuned_by_tvm_ttile_an
 
     from tvm_ttile import network as nw
     from tvm_ttile.models.importers import load_model
-    from tvm_ttile.transposed import conv2d_transpose_reference
+    from tvm_ttile.relax.transposed import conv2d_transpose_reference
 
     rng = np.random.default_rng(2)
     k = 2 * host.lanes
@@ -200,7 +200,7 @@ def test_transposed_convolutions_become_phase_convolutions_tuned_by_tvm_ttile_an
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
     assert "conv2d_transpose" not in str(mod)
-    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
     taps = [("r2" in t.shape.split(","), "s2" in t.shape.split(",")) for t in res.tasks if t.policy == "tvm_ttile"]
     assert sorted(taps) == [(False, False), (False, True), (True, False), (True, True)], \
         [(t.name, t.policy, t.shape) for t in res.tasks]
@@ -239,7 +239,7 @@ def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(smal
     # the conv2d reads the NCHW input (a call_tir of its own TE, _InputLayoutIntoConv)
     assert calls.index("strided_slice") > calls.index("nn.relu") > calls.index("call_tir")
     assert "strided_slice" not in nw.prepare(net.mod, host, whole_vectors=False).script()  # as MetaSchedule gets it
-    res = nw.tune_network(mod, host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0,
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0,
                           progress=False)
     tuned = sorted(t.shape for t in res.tasks if t.policy == "tvm_ttile")
     assert len(tuned) == 2 and f"k{2 * host.lanes}" in tuned[0] and f"j{3 * host.lanes}" in tuned[1], tuned
@@ -279,17 +279,17 @@ def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, ho
         net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
         mod = nw.prepare(net.mod, host)
         assert "R.permute_dims(x" not in mod.script()  # both convolutions read x itself
-        tasks = nw.extract_tasks(mod, host)
+        tasks = nw.extract_tasks(mod, cpu=host)
         permutes_x = lambda ts: [t for t in ts if t.shape.startswith(f"1x{c}x15x13,")]  # noqa: E731
         assert not permutes_x(tasks), [(t.name, t.shape) for t in tasks]  # (the output's permute stays)
         assert any(t.policy == "tvm_ttile" and t.shape.startswith("conv2d") and "stride2" in t.shape for t in tasks)
         mod_apart = nw.prepare(net.mod, host, input_layout_in_conv=False)
-        assert permutes_x(nw.extract_tasks(mod_apart, host))
+        assert permutes_x(nw.extract_tasks(mod_apart, cpu=host))
         work = str(tmp_path / f"net{int(second_reader)}")
         if not second_reader:  # tuned in its earlier form first: the new form starts from that form's best scheme
-            nw.tune_network(mod_apart, host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+            nw.tune_network(mod_apart, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
             database = open_database(work)
-            conv_apart = next(t for t in nw.extract_tasks(mod_apart, host) if t.policy == "tvm_ttile")
+            conv_apart = next(t for t in nw.extract_tasks(mod_apart, cpu=host) if t.policy == "tvm_ttile")
             best_apart = measured_schemes(database, conv_apart.mod, 1)
             i, conv_task = next((i, t) for i, t in enumerate(tasks) if t.policy == "tvm_ttile")
             # Where the new form's task directory is the earlier form's (same place, same name: the order of the
@@ -297,7 +297,7 @@ def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, ho
             # were asked: they were, for the earlier function, whose directory is moved aside.
             task_dir = f"{work}/tasks/{i:02d}-{conv_task.name}"
             collides = os.path.exists(f"{task_dir}/asked.json")
-        nw.tune_network(mod, host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+        nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
         if not second_reader:
             with open(f"{task_dir}/ttile_trials.jsonl") as f:
                 assert [t["scheme"] for t in map(json.loads, f) if t["scheme"]][:1] == best_apart
@@ -429,7 +429,7 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path, strategy)
     mod = nw.prepare(net.mod)
     target = host.target(1)
     prepare_logging()
-    n_tasks = len(nw.extract_tasks(mod, host))
+    n_tasks = len(nw.extract_tasks(mod, cpu=host))
     db = ms.relax_integration.tune_relax(
         nw.fuse(mod, target), None, target, str(tmp_path), max_trials_global=2 * n_tasks, max_trials_per_task=2,
         num_trials_per_iter=2, strategy=TTileSearch(seed=0, strategy=strategy, strategy_options={"pool": 100}
@@ -443,8 +443,8 @@ def test_ttile_policy_inside_tune_relax(small_catalog, host, tmp_path, strategy)
             nw.fuse(mod, target), None, target, str(tmp_path / "x"), max_trials_global=2, op_names=["mean"],
             space=TTileSpaceGenerator(), strategy=TTileSearch(seed=0), cost_model="random")
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    got = nw.run(nw.build_network(mod, db, host), x)
-    ref = nw.run(nw.build_network(mod, None, host), x)
+    got = nw.run(nw.build_network(mod, db, cpu=host), x)
+    ref = nw.run(nw.build_network(mod, None, cpu=host), x)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))
 
 
@@ -461,20 +461,20 @@ def test_dense_layers_tuned_by_automcl_inside_a_network(host, tmp_path):
     mod = nw.prepare(net.mod)
     assert dense_shapes(mod) == {(2, 784, 2048): 1, (2, 2048, 2048): 1, (2, 2048, 10): 1}
     work = str(tmp_path / "mlp")
-    res = nw.tune_network(mod, host, work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
     dense = [t for t in res.tasks if t.policy == "automcl"]
     assert len(dense) == 3 and all(t.verified and t.gflops > 0 and t.trials == 6 for t in dense)
     assert not [t for t in res.tasks if "matmul" in t.name]  # no matmul left for the other policies
     rewritten, count = apply_dense(mod, work)
     assert count == 3 and "automcl_dense_2x2048x2048" in [gv.name_hint for gv in rewritten.functions]
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    got = nw.run(nw.build_network(mod, work, host), x)
-    ref = nw.run(nw.build_network(mod, None, host), x)
+    got = nw.run(nw.build_network(mod, work, cpu=host), x)
+    ref = nw.run(nw.build_network(mod, None, cpu=host), x)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))
-    again = nw.tune_network(mod, host, work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    again = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
     assert [t.tuning_seconds for t in again.tasks if t.policy == "automcl"] == [t.tuning_seconds for t in dense]
     with pytest.raises(TTileError, match="dense-layer policy 'blas'"):
-        nw.tune_network(mod, host, work, dense="blas")
+        nw.tune_network(mod, cpu=host, work_dir=work, dense="blas")
 
 
 @pytest.mark.slow
@@ -531,7 +531,7 @@ def test_network_tasks_measure_no_in_place_variants_unless_asked():
 
 
 def test_tune_model_names_an_unknown_cache_state(tmp_path):
-    from tvm_ttile.end_to_end import tune_model
+    from tvm_ttile.network.model import tune_model
     from tvm_ttile.errors import TTileError
 
     with pytest.raises(TTileError, match=r"cache_flush='cold': one of 'on', 'weights', 'off'"):

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from tvm_ttile.transposed import conv2d_transpose_reference, phase_weights, phases
+from tvm_ttile.relax.transposed import conv2d_transpose_reference, phase_weights, phases
 
 
 def _by_phases(x, w, stride, pad, out_hw):

@@ -86,7 +86,7 @@ def test_network_layers_rewritten_tuned_and_built(tmp_path, host, small_catalog,
     layers = wg.layers(mod)
     assert layers == {"conv3x3 N1 H16 W16 C16 K16 out16x16": 2}  # the stem (3 channels) is not eligible
     work = str(tmp_path / "w")
-    res = nw.tune_network(mod, host, work_dir=work, trials_per_task=2, other_trials=0, progress=False,
+    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False,
                           winograd=True)
     by_policy = {}
     for t in res.tasks:
@@ -102,12 +102,12 @@ def test_network_layers_rewritten_tuned_and_built(tmp_path, host, small_catalog,
     assert len(built) == (2 if choice["m"] else 0)
     assert all(t.name.startswith(f"fused_winograd{choice['m']}_") for t in built)
     x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
-    want = nw.run(nw.build_network(mod, None, host), x)
+    want = nw.run(nw.build_network(mod, None, cpu=host), x)
     # every form, forced, computes the network's output
     for m in (2, 4):
         wg.save_choices(work, {"conv3x3 N1 H16 W16 C16 K16 out16x16": {"m": m}})
         assert wg.apply(mod, work)[1] == 2
-        np.testing.assert_allclose(nw.run(nw.build_network(mod, work, host), x), want, rtol=1e-4,
+        np.testing.assert_allclose(nw.run(nw.build_network(mod, work, cpu=host), x), want, rtol=1e-4,
                                    atol=1e-4 * np.abs(want).max())
     with open(f"{work}/{wg.CHOICES}", "w") as f:
         f.write("{not json")
@@ -121,7 +121,7 @@ def test_direct_task_maps_to_its_layer(host):
     target = host.target(1)
     from tvm_ttile.metaschedule import ttile_problem
 
-    found = {wg.layer_of(t.mod["main"], ttile_problem(t.mod, target)[0]) for t in nw.extract_tasks(mod, host)}
+    found = {wg.layer_of(t.mod["main"], ttile_problem(t.mod, target)[0]) for t in nw.extract_tasks(mod, cpu=host)}
     assert found == {None, "conv3x3 N1 H16 W16 C16 K16 out16x16"}
 
 
@@ -143,7 +143,7 @@ def test_epilogues_that_read_the_convolution_twice_are_fused(host):
         bb.emit_func_output(out)
     mod, count = wg.rewrite(bb.get(), lambda conv: 4)
     assert count == 1
-    (task,) = [t for t in nw.extract_tasks(mod, host) if t.policy == "winograd"]
+    (task,) = [t for t in nw.extract_tasks(mod, cpu=host) if t.policy == "winograd"]
     errors = []
     made = wg.schedules(task.mod, host.lanes, host.vector_registers, 1, errors)
     assert made and not errors, errors
@@ -151,7 +151,7 @@ def test_epilogues_that_read_the_convolution_twice_are_fused(host):
     xv = rng.standard_normal((1, 12, 12, 16)).astype("float32")
     ref = conv2d_nhwc_reference(xv, w, pad=1) + bias
     want = np.maximum(ref, 0.1 * ref)
-    got = nw.run(nw.build_network(mod, None, host), xv)
+    got = nw.run(nw.build_network(mod, None, cpu=host), xv)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     for name, sch in made:
         ok, err = nw.verify_against_untuned(task.mod, sch.mod, host.target(1))
@@ -159,7 +159,7 @@ def test_epilogues_that_read_the_convolution_twice_are_fused(host):
 
 
 def test_report_lists_each_layers_forms():
-    from tvm_ttile.end_to_end import _winograd_lines
+    from tvm_ttile.network.report import _winograd_lines
 
     r = {"winograd": {"conv3x3 A": {"m": 4, "direct_ms": 3.0, "winograd_ms": {"2": 2.5, "4": 0.9}},
                       "conv3x3 B": {"m": 0, "direct_ms": 1.0, "winograd_ms": {"4": 1.2}}}}

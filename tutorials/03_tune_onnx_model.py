@@ -30,11 +30,11 @@ if not os.path.exists(path):
 net = load_model(path)
 mod = nw.prepare(net.mod)
 host = detect_host()
-for task in nw.extract_tasks(mod, host):
+for task in nw.extract_tasks(mod, cpu=host):
     print(f"{task.name:34s} x{task.weight}  {task.policy:12s} {task.shape}")
 
 # 2. Tune: tvm_ttile for conv2d/matmul tasks, MetaSchedule's default for the rest; one database in work_dir.
-result = nw.tune_network(mod, host, work_dir="tutorial_work/net_ttile", trials_per_task=trials,
+result = nw.tune_network(mod, cpu=host, work_dir="tutorial_work/net_ttile", trials_per_task=trials,
                          other_trials=other_trials)
 total_trials = sum(t.trials for t in result.tasks)
 print(f"tvm_ttile: {total_trials} trials, {result.tuning_seconds:.0f} s; every task verified: "
@@ -48,7 +48,7 @@ print(f"MetaSchedule: {total_trials} trials, {ms_seconds:.0f} s")
 x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
 reference = nw.run(nw.build_network(mod), x)
 for name, db in (("tvm_ttile", "tutorial_work/net_ttile"), ("MetaSchedule", ms_db)):
-    vm = nw.build_network(mod, db, host)
+    vm = nw.build_network(mod, db, cpu=host)
     out = nw.run(vm, x)
     err = float(np.max(np.abs(out - reference)))
     lat = nw.latency(vm, x)

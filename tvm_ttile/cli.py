@@ -316,7 +316,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_tune_model(args) -> int:
-    from .end_to_end import format_report, tune_model
+    from .network.model import format_report, tune_model
 
     try:
         shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
@@ -329,8 +329,9 @@ def cmd_tune_model(args) -> int:
     unknown = [v for v in libs if v not in ("onnxruntime", "torch")]
     if unknown:
         raise TTileError(f"--libraries: unknown {', '.join(unknown)}; choose from onnxruntime, torch")
-    report = tune_model(args.model, args.work_dir, args.trials_per_task, args.other_trials, args.threads, args.seed,
-                        shape, args.metaschedule_trials, libs, progress=not args.json, verbose=args.verbose,
+    report = tune_model(args.model, work_dir=args.work_dir, trials_per_task=args.trials_per_task,
+                        other_trials=args.other_trials, threads=args.threads, seed=args.seed, input_shape=shape,
+                        metaschedule_trials=args.metaschedule_trials, libraries=libs, progress=not args.json, verbose=args.verbose,
                         prepack=not args.no_prepack, dense=args.dense,
                         cache_flush=args.cache_flush,
                         sampler_options=_sampler_options(args.sampler_option), confirm_top=args.confirm_top,

@@ -360,7 +360,7 @@ def rewrite(mod, choose):
     Returns (module, number of calls rewritten)."""
     from tvm import relax
 
-    from .relax_rewrite import replace_calls
+    from .relax.bindings import replace_calls
 
     def replace(call, add_func):
         conv = _eligible(call)

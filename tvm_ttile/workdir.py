@@ -79,6 +79,8 @@ def describe(key: dict) -> str:
     text = f"threads={key.get('threads')}, target {target.get('mcpu') or target.get('mtriple') or target}"
     if "cpu" in key:
         text += f" on {key['cpu']}"
+    if key.get("precision", "fp32") != "fp32":  # (fp32 keys name none)
+        text += f", precision {key['precision']}"
     if "measure" in key:
         text += ", timing " + ",".join(f"{k}={v}" for k, v in key["measure"].items())
     return text
@@ -105,6 +107,8 @@ def claim(work_dir: str, key: dict) -> None:
             raise WorkDirMismatch(f"{path} is damaged (not JSON): cannot tell what its timings are for; delete "
                                   "the work dir or pass another --work-dir") from None
         mismatch = [f for f in ("target", "threads", "measure", "cpu") if f in held and f in key and held[f] != key[f]]
+        if held.get("precision", "fp32") != key.get("precision", "fp32"):  # (a key without one is fp32's)
+            mismatch.append("precision")
         if mismatch:
             raise WorkDirMismatch(f"work dir {work_dir} holds timings for {describe(held)}; this run asks for "
                                   f"{describe(key)} ({', '.join(mismatch)} differ): its timings cannot be reused, "

@@ -92,7 +92,7 @@ def _rewrite(mod, kernel):
     import tvm
     from tvm import relax
 
-    from ..relax_rewrite import replace_calls
+    from ..relax.bindings import replace_calls
 
     def replace(call, add_func):
         if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.matmul"):

@@ -162,7 +162,7 @@ def load_classifier(cpu):
     path = cpu.cache_dir / CLASSIFIER_FILE
     meta_path = str(path) + ".meta"
     if not (path.exists() and os.path.exists(meta_path)):
-        return None, ("no trained classifier for this CPU (python benchmarks/automcl_selection.py trains one)")
+        return None, ("no trained classifier for this CPU (python benchmarks/paper/automcl_selection.py trains one)")
     with open(meta_path) as f:
         meta = json.load(f)
     if "computes" not in meta:

@@ -58,7 +58,7 @@ def tune_network_metaschedule(mod, cpu, work_dir, trials, threads=1, seed=0, set
     from ..confirm import confirm_all
     from ..measure import MeasureSettings, default_builder, default_runner
     from ..metaschedule import cpu_tensor_intrinsics_only, prepare_logging
-    from ..network import fuse
+    from ..relax import fuse
     from ..tune import add_tuning_seconds
 
     from ..workdir import WorkDir, claim, work_key

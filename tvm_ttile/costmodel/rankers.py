@@ -78,7 +78,7 @@ class TimeRanker(Ranker):
 class LearnedRanker(Ranker):
     NAME = "learned"
     LEARNS = True
-    OPTIONS = {"model": ("", "a model file written by benchmarks/train_ranker.py (default: the shipped one)"),
+    OPTIONS = {"model": ("", "a model file written by benchmarks/paper/train_ranker.py (default: the shipped one)"),
                "online": (True, "refit on the layer's own measurements after each batch"),
                "refit_epochs": (60, "gradient steps of each online refit")}
 
@@ -90,7 +90,7 @@ class LearnedRanker(Ranker):
         data = read_json(path)
         if not isinstance(data, dict) or data.get("features") != list(FEATURES):
             raise TTileError(f"ranker model {path} is missing, damaged or made for other features; train one with "
-                             "benchmarks/train_ranker.py, or rank with --strategy-option ranker=time")
+                             "benchmarks/paper/train_ranker.py, or rank with --strategy-option ranker=time")
         self.prior = PairwiseRanker.from_json(data["model"])
         self.model = self.prior
         self.seen: dict = {}  # scheme text -> (features, seconds) of this layer

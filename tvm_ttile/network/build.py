@@ -1,0 +1,91 @@
+"""Building a tuned network: the prepared Relax module compiled with the work dir's records (and its AutoMCL dense
+kernels, Winograd choices and in-network picks), weights packed once at build time; and checking a tuned function
+against the untuned one."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+
+from ..context import resolve
+from .. import winograd as wg
+from ..automcl.network import apply_dense
+from ..metaschedule import open_database
+from ..relax import fuse_passes
+from .in_network import picks_database
+
+
+def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0) -> tuple:
+    """Run the untuned and the tuned function on the same random inputs; compare every output buffer."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(seed)
+    infos = ArgInfo.from_prim_func(mod["main"])
+    inputs = [rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype) for a in infos]
+    outs = []
+    for m in (mod, tuned):
+        lib = tvm.compile(m, target=target)
+        args = [tvm.runtime.tensor(x.copy(), tvm.cpu()) for x in inputs]
+        lib(*args)
+        outs.append([a.numpy() for a in args])
+    # Every buffer after the call: the inputs must be untouched, the outputs equal.
+    err = max(float(np.max(np.abs(r - g))) if r.size else 0.0 for r, g in zip(*outs))
+    scale = max(float(np.max(np.abs(r))) if r.size else 0.0 for r in outs[0]) or 1.0
+    return bool(np.isfinite(err) and err <= rtol * scale), err
+
+def build_network(mod, records=None, context=None, *, cpu=None, threads: int | None = None,
+                  prepack: bool | None = None):
+    """build_executable(...) in a tvm.relax.VirtualMachine on the CPU."""
+    return vm_of(build_executable(mod, records, context, cpu=cpu, threads=threads, prepack=prepack))
+
+
+def vm_of(executable):
+    """A tvm.relax.VirtualMachine on the CPU running `executable` (built here, or loaded from a library file)."""
+    return relax.VirtualMachine(executable, tvm.cpu())
+
+
+def build_executable(mod, records=None, context=None, *, cpu=None, threads: int | None = None,
+                     prepack: bool | None = None, exec_mode: str = "bytecode"):
+    """Compile the prepared Relax module with the tuning `records` (a work dir or a MetaSchedule database; None:
+    untuned) in `context` (context.Context; or its cpu, threads and prepack one by one) (the pipeline of MetaSchedule's compile_relax,
+    plus weight prepacking: the packing blocks of tuned functions are split out and folded on the constant
+    weights, once); functions without a record keep the default (unscheduled) lowering. `prepack` must be as
+    when the tasks were tuned (it changes the task keys). `exec_mode`: relax.build's ("compiled" turns the VM's
+    program into machine code; level with "bytecode" on ResNet-18 and Darknet-19). Returns the relax Executable."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
+
+    ctx = resolve(context, cpu=cpu, threads=threads, prepack=prepack)  # (sizes TVM's thread pool: Context.make)
+    target, prepack = ctx.target, ctx.prepack
+    database = records
+    if database is None:
+        database = ms.database.MemoryDatabase()
+    elif isinstance(database, (str, os.PathLike)):
+        work_dir = os.fspath(database)
+        mod, _ = apply_dense(mod, work_dir)  # dense layers tuned by AutoMCL (dense="automcl")
+        mod, _ = wg.apply(mod, work_dir)  # the 3x3 layers where Winograd was faster
+        database = open_database(work_dir)
+        picks = picks_database(work_dir)  # the candidates fastest inside the network (in_network), first
+        if picks is not None:
+            database = ms.database.OrderedUnionDatabase(picks, database)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def pipeline(m, _ctx):
+        passes = [*fuse_passes(prepack), relax.transform.MetaScheduleApplyDatabase(enable_warning=False)]
+        if prepack:
+            passes += [relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()]
+        passes += cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target)
+        return tvm.transform.Sequential(passes)(m)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=pipeline, exec_mode=exec_mode)
+
+
+def run(vm, x) -> np.ndarray:
+    out = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    while not hasattr(out, "numpy"):  # a tuple of outputs: the first
+        out = out[0]
+    return out.numpy()
+

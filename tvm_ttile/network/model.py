@@ -1,0 +1,235 @@
+"""`tvm-ttile tune-model`: import a network, tune it with tvm_ttile, build it, check it, compare it.
+
+    report = tune_model("resnet18", work_dir="rn18", trials_per_task=50)
+
+Correctness: the tuned network's output is compared with the untuned Relax build (the reference), ONNX
+Runtime and torch on one random input; each must agree within TOLERANCE x max|reference|. Latencies of
+every system are measured each in a fresh process of its own (tvm_ttile.isolated: a library's thread pool left in
+this process would disturb the next system timed), round-robin over ROUNDS rounds, with the same thread count.
+The run is a sequence of phases, each a function below: tune, build (with the in-network picks), the optional
+MetaSchedule network, the libraries, timing, and the report (report.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from .. import cpu as cpu_mod
+from ..context import Context
+from ..errors import TTileError
+from ..isolated import IsolatedTimer, Saved
+from ..measure import MeasureSettings
+from ..relax import extract_tasks, prepare
+from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
+from .build import build_executable, build_network, run, vm_of
+from .defaults import CACHE_STATES, NETWORK_STRATEGY, network_sampler_options
+from .in_network import IN_NETWORK_ROUNDS, IN_NETWORK_TOP, alone_times, forget_picks, pick_in_network
+from .policy import create as create_policy
+from .profile import profile, spread
+from .report import REPEATS, ROUNDS, TOLERANCE, check_report, format_report, in_network_summary
+from .tune import tune_network
+
+__all__ = ["REPEATS", "ROUNDS", "TOLERANCE", "check_report", "format_report", "latency_rounds", "tune_model"]
+
+
+def latency_rounds() -> int:
+    """ROUNDS, or $TVM_TTILE_LATENCY_ROUNDS (e.g. 1 for quick runs: the tests)."""
+    value = os.environ.get("TVM_TTILE_LATENCY_ROUNDS", str(ROUNDS))
+    if not value.isdigit() or int(value) < 1:
+        raise TTileError(f"TVM_TTILE_LATENCY_ROUNDS must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+def tune_model(source, *, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
+               metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
+               prepack=True, dense="tvm_ttile", cache_flush=True, sampler_options=None, confirm_top=None,
+               in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None, winograd=None) -> dict:
+    """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
+    tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
+    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: the
+    caches tvm_ttile's candidates are timed in (network.CACHE_STATES: "on" or True, every argument but the input
+    flushed, the default, docs/decisions.md says why; "weights", only the weights and the output; "off" or
+    False, hot). `strategy`: how conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None:
+    network.NETWORK_STRATEGY). `winograd`: also time Winograd forms of the 3x3 layers (network.tune_network)."""
+    from ..models.importers import load_model
+
+    cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
+    if cache_flush not in CACHE_STATES:
+        raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, CACHE_STATES))}")
+    # TVM's thread pool, ONNX Runtime and torch all get `threads` (Context.make sizes TVM's)
+    ctx = Context.make(threads=threads, seed=seed, prepack=prepack,
+                       settings=CACHE_STATES[cache_flush].with_confirm_top(confirm_top))
+    ctx.check_runs_here()
+    net = load_model(source, input_shape, seed=seed)
+    ctx = ctx.replace(work_dir=work_dir or f"tune_{net.name}")
+    mod = prepare(net.mod, ctx.cpu)
+    strategy = strategy or NETWORK_STRATEGY
+    start = time.time()
+    tuned = tune_network(mod, ctx, trials_per_task=trials_per_task, other_trials=other_trials, progress=progress,
+                         verbose=verbose, dense=dense, sampler_options=sampler_options, strategy=strategy,
+                         strategy_options=strategy_options, winograd=winograd)
+    wall = time.time() - start
+    x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
+    executables, picked = build_with_picks(mod, ctx, x, in_network_top, progress)
+    vm = vm_of(executables["tvm_ttile"])
+    outputs = {"tvm_ttile": run(vm, x), "untuned": run(build_network(mod, None, ctx), x)}
+    notes = run_notes(tuned, ctx, cache_flush, picked, in_network_top, dense)
+    if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
+        metaschedule_trials = sum(t.trials for t in tuned.tasks)
+    ms_info = None
+    if metaschedule_trials:
+        ms_info = metaschedule_network(net, ctx, metaschedule_trials, executables, outputs, x)
+    inside = profile(vm, x)  # where the tuned network's time goes, call by call
+    alone = alone_times(executables["tvm_ttile"], vm, x)  # the same functions alone, hot and cold
+    latencies, versions, rounds = time_systems(net, ctx, x, executables, libraries, outputs, notes)
+    report = {
+        "model": net.name, "input_shape": list(net.input_shape), "threads": ctx.threads,
+        "peak_gflops": tuned.peak_gflops, "machine": ctx.cpu.describe(), "work_dir": ctx.work_dir,
+        "trials_per_task": trials_per_task, "sampler_options": network_sampler_options(sampler_options),
+        "strategy": strategy, "strategy_options": dict(strategy_options or {}), "other_trials": other_trials,
+        "dense": dense, "seed": seed, "confirm_top": ctx.settings.confirm_top, "cache_flush": cache_flush,
+        "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks), "wall_seconds": wall,
+        "tasks": [vars(t) for t in tuned.tasks], "versions": versions, "metaschedule": ms_info, "notes": notes,
+        "date": time.strftime("%Y-%m-%d %H:%M"), "in_network": in_network_summary(tuned.tasks, inside, alone),
+        "latency_rounds": rounds, "in_network_top": in_network_top, "in_network_picks": picked,
+        "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
+        "winograd": winograd_choices(ctx.work_dir)}
+    report.update(accuracy(outputs, tuned))
+    report.update(rates(latencies, tuned))
+    with open(ctx.dirs.report_json, "w") as f:
+        json.dump(report, f, indent=1)
+    with open(ctx.dirs.report_md, "w") as f:
+        f.write(format_report(report))
+    return report
+
+
+def build_with_picks(mod, ctx: Context, x, in_network_top: int, progress) -> tuple:
+    """The tuned build, and with `in_network_top` >= 2 the build of the candidates fastest inside the running
+    network ({"tvm_ttile": Executable}, the picks)."""
+    from ..metaschedule import open_database
+    from ..progress import Progress
+
+    forget_picks(ctx.work_dir)  # made again below, among the records as they are now
+    executables = {"tvm_ttile": build_executable(mod, ctx.work_dir, ctx)}
+    picked = {}
+    if in_network_top >= 2:
+        tasks = extract_tasks(winograd_apply(mod, ctx.work_dir)[0], ctx)  # the built functions
+        bar = Progress(len(tasks), "timing candidates in the network") if progress else None
+        picked = pick_in_network(vm_of(executables["tvm_ttile"]), tasks, open_database(ctx.work_dir), ctx.target,
+                                 x, ctx.work_dir, in_network_top, IN_NETWORK_ROUNDS, progress=bar)
+        if bar:
+            bar.close()
+        if picked:
+            executables["tvm_ttile"] = build_executable(mod, ctx.work_dir, ctx)
+    return executables, picked
+
+
+def run_notes(tuned, ctx: Context, cache_flush: str, picked: dict, in_network_top: int, dense: str) -> list:
+    """What a reader of the report must know about how the run was made."""
+    import tvm
+
+    notes = []
+    untuned = [t.name for t in tuned.tasks if create_policy(t.policy).structured and not t.trials and t.built]
+    if untuned:  # some tasks failed (every one failing is an error in tune_network): say so at the top
+        notes.append(f"warning: {len(untuned)} conv2d/matmul task(s) have no successful measurement and run untuned: "
+                     f"{', '.join(untuned)}")
+    threads = ctx.threads
+    if threads > 1 and tvm.runtime.num_threads() < threads:  # TVM sizes its pool once per process
+        notes.append(f"warning: TVM's thread pool in this process holds {tvm.runtime.num_threads()} threads, not "
+                     f"{threads} (it was sized before tvm_ttile could): set TVM_NUM_THREADS={threads} before the "
+                     "first TVM call; the latencies below are not at the asked thread count")
+    if cache_flush == "on":
+        notes.append("tvm_ttile's tasks were timed with the CPU caches flushed before every call (weights cold, as "
+                     "in the network); MetaSchedule's with its default, hot caches")
+    elif cache_flush == "weights":
+        notes.append("tvm_ttile's tasks were timed with their weights and output flushed from the CPU caches before "
+                     "every call, the input and any residual kept in cache (as the previous layers leave them); "
+                     "MetaSchedule's with its default, hot caches")
+    if picked:
+        changed = sum(e["picked"] != 0 for e in picked.values())
+        notes.append(f"each tvm_ttile task's {in_network_top} fastest candidates (by tuning time) timed inside the "
+                     f"running network ({IN_NETWORK_ROUNDS} rounds); the build takes the fastest there: another than "
+                     f"tuning's pick for {changed} of {len(picked)} tasks (in_network.jsonl)")
+    notes.append("conv2d/matmul weights prepacked once at build time (tvm_ttile and MetaSchedule)" if ctx.prepack else
+                 "weights not prepacked (--no-prepack): kernels read the model's layout")
+    confirm_top = ctx.settings.confirm_top
+    notes.append(f"each task's {confirm_top} fastest candidates timed again together ({ctx.settings.confirm_rounds} "
+                 "rounds) after tuning, the fastest then kept (tvm_ttile and MetaSchedule alike)" if confirm_top >= 2
+                 else "no re-timing of the fastest candidates (--confirm-top 0)")
+    rewritten = [t.name for t in tuned.tasks if create_policy(t.policy).rewritten and t.built]
+    if rewritten:
+        notes.append(f"{len(rewritten)} task(s) computed with Winograd (fewer multiplications than the direct "
+                     "convolutions' GFLOP counted here: a % of peak above 100 is possible); the tasks they replace "
+                     "are listed as not built")
+    if dense == "automcl":
+        notes.append("dense layers tuned by AutoMCL (its computes pack inside the kernel, every call); their "
+                     "epilogues are separate elementwise tasks")
+    return notes
+
+
+def metaschedule_network(net, ctx: Context, trials: int, executables: dict, outputs: dict, x) -> dict:
+    """MetaSchedule's own tuning of the network, `trials` in all: built into `executables`, run into
+    `outputs`; returns its trials and tuning seconds."""
+    from ..baselines.tvm_tuners import tune_network_metaschedule
+
+    # MetaSchedule gets the network as TVM prepares it: padding outputs to whole vectors is tvm_ttile's choice
+    # (and MetaSchedule's schedules of the padded network's sliced tasks computed wrong results on MobileNet-v2).
+    ms_mod = prepare(net.mod, ctx.cpu, whole_vectors=False)
+    db, secs = tune_network_metaschedule(ms_mod, ctx.cpu, os.path.join(ctx.work_dir, "metaschedule"), trials,
+                                         ctx.threads, ctx.seed, prepack=ctx.prepack,
+                                         settings=MeasureSettings().with_confirm_top(ctx.settings.confirm_top))
+    executables["metaschedule"] = build_executable(ms_mod, db, ctx)
+    outputs["metaschedule"] = run(vm_of(executables["metaschedule"]), x)
+    return {"trials": len(db.get_all_tuning_records()), "tuning_seconds": secs}
+
+
+def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: dict, notes: list) -> tuple:
+    """Every system's latency, each in a process of its own, round-robin: ({system: ms values}, the libraries'
+    versions, the rounds). The libraries' outputs go into `outputs`; a library that cannot run is a note."""
+    from ..baselines import libraries as libs
+
+    versions = {}
+    with tempfile.TemporaryDirectory(prefix="tvm_ttile_timing_") as tmp:
+        timer = IsolatedTimer(x, ctx.threads, tmp)
+        for name, ex in executables.items():
+            timer.add(name, Saved.tvm(ex, tmp, name))
+        for lib in libraries:
+            if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
+                notes.append(f"{lib}: no {lib} form of this model; not compared")
+                continue
+            try:
+                run_lib, versions[lib] = libs.network_runner(lib, net, x, ctx.threads)
+            except ImportError as e:
+                notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
+                continue
+            outputs[lib] = run_lib()  # checked here; timed in a process of its own below
+            timer.add(lib, Saved.library(lib, net, x, tmp))
+        rounds = latency_rounds()
+        return timer.run(rounds, REPEATS), versions, rounds
+
+
+def accuracy(outputs: dict, tuned) -> dict:
+    """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE."""
+    ref = outputs["untuned"]
+    scale = float(np.max(np.abs(ref))) or 1.0
+    checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
+              for other in outputs if other != "tvm_ttile"}
+    checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
+                   if s not in ("tvm_ttile", "untuned")})
+    correct = (all(err <= TOLERANCE * scale for err in checks.values())
+               and all(t.verified for t in tuned.tasks if t.trials))
+    return {"tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks, "correct": correct}
+
+
+def rates(latencies: dict, tuned) -> dict:
+    """Each system's latency spread and % of the peak at the network's direct-convolution FLOPs (a Winograd task
+    computes a layer in fewer: its rate would not compare)."""
+    total_flops = sum(t.flops * t.weight for t in tuned.tasks if not create_policy(t.policy).rewritten)
+    latency = {name: spread(v) for name, v in latencies.items()}
+    for lat in latency.values():
+        lat["percent_of_peak"] = 100 * total_flops / (lat["median_ms"] / 1e3) / 1e9 / tuned.peak_gflops
+    return {"total_gflop": total_flops / 1e9, "latency": latency}

@@ -1,0 +1,134 @@
+"""How each kind of network task is tuned. A task gets its kind at extraction (relax.extract_tasks: "tvm_ttile",
+"winograd" or "metaschedule"); `create(kind)` is the one place a kind becomes the policy that plans its search."""
+from __future__ import annotations
+
+import dataclasses
+
+from tvm.s_tir import meta_schedule as ms
+
+from .. import winograd as wg
+from ..errors import TTileError
+from ..memory_bound import schedules as memory_bound_schedules, variant_of
+from ..metaschedule import (DesignSpacesOnce, TTileSearch, TTileSpaceGenerator, WinogradSpace, evolutionary_search,
+                            measured_schemes, record_variants, records_of, ttile_problem)
+from ..microkernels.catalog import catalog_for
+from ..workdir import WorkDir
+from .defaults import TWIN_SCHEMES, network_sampler_options, network_strategy_options
+
+
+@dataclasses.dataclass
+class Plan:
+    """What one task's run measures: `budget` candidates of `space` in the order of `strategy`, `measured` of
+    them there already, `per_iter` per round; `finished` names tvm_ttile's finished schedules of the task to
+    measure once before (memory_bound.py)."""
+    space: object
+    strategy: object
+    cost_model: object
+    budget: int
+    measured: int
+    per_iter: int
+    remembers_budget: bool = True  # a finished run's budget keeps a resume from searching the task again
+    finished: list = dataclasses.field(default_factory=list)
+
+
+class TaskPolicy:
+    kind = ""
+    structured = True  # tvm_ttile's own forms: a run where every one of them fails to tune is refused
+    rewritten = False  # a layer rewritten into another form (Winograd): its FLOPs are not the network's
+    picks_in_network = False  # its top candidates may be timed inside the running network (in_network.py)
+    missing = "no record: built with the default schedule"  # what a task without a record is told
+
+    def made_by(self, scheduled_mod) -> str:
+        """Who made a record of this task."""
+        return self.kind
+
+    def layer_form(self, task, target):
+        """(layer, Winograd tile size m; 0 for the direct form) when the task computes a 3x3 layer that Winograd
+        could compute (winograd.py), else None: what the per-layer choice between the forms compares."""
+        return None
+
+    def plan(self, task, run, task_dir: str) -> Plan:
+        raise NotImplementedError
+
+
+class TTilePolicy(TaskPolicy):
+    """conv2d / matmul with their epilogues: tvm_ttile's structured space, searched by the network strategy."""
+    kind = "tvm_ttile"
+    picks_in_network = True
+
+    def plan(self, task, run, task_dir):
+        problem, _ = ttile_problem(task.mod, run.target)
+        catalog = catalog_for(run.cpu, problem)
+        # Tasks of one operator and size (with other epilogues) share what they learn: a twin first measures
+        # the best schemes of those tuned before it, then draws with another seed.
+        twins = run.twins_of.setdefault(problem, list(run.earlier.get(problem, [])))
+        first = [t for twin in twins for t in measured_schemes(run.database, twin, TWIN_SCHEMES)]
+        strategy = TTileSearch(seed=run.seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
+                               threads=run.threads, trial_log=WorkDir(task_dir).trials, first=first,
+                               sampler_options=network_sampler_options(run.sampler_options),
+                               strategy=run.strategy, strategy_options=network_strategy_options(run.strategy_options))
+        twins.append(task.mod)
+        return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(), run.trials_per_task,
+                    len(records_of(run.database, task.mod)), 10)
+
+
+    def layer_form(self, task, target):
+        layer = wg.layer_of(task.mod["main"], ttile_problem(task.mod, target)[0])
+        return None if layer is None else (layer, 0)
+
+
+class WinogradPolicy(TaskPolicy):
+    """A 3x3 layer computed with Winograd (winograd.py): each of its schedules measured once."""
+    kind = "winograd"
+    rewritten = True
+    missing = "no record: this form is not chosen"
+
+    def layer_form(self, task, target):
+        conv = wg.conv_from_key(task.shape)
+        return conv.layer, conv.m
+
+    def plan(self, task, run, task_dir):
+        errors = []
+        made = [n for n, _ in wg.schedules(task.mod, run.cpu.lanes, run.cpu.vector_registers, run.threads, errors)]
+        if not made:  # reported with the task (no record), with why
+            task.reason = "no Winograd schedule of this function lowers: " + "; ".join(errors[:2])
+        # Those it has no record of (new, or failed before) are measured on a resume, whatever an earlier run asked.
+        measured = set(record_variants(run.database, task.mod))
+        return Plan(WinogradSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), len(made),
+                    sum(n in measured for n in made), max(len(made), 1), remembers_budget=False)
+
+
+class MetaSchedulePolicy(TaskPolicy):
+    """Every other task: MetaSchedule's own search, beside tvm_ttile's few finished memory-bound schedules."""
+    kind = "metaschedule"
+    structured = False
+
+    def made_by(self, scheduled_mod):
+        variant = variant_of(scheduled_mod["main"])
+        return f"tvm_ttile {variant}" if variant else "metaschedule's search"
+
+    def plan(self, task, run, task_dir):
+        budget = run.other_trials
+        variants = record_variants(run.database, task.mod)
+        finished = ([n for n, _ in memory_bound_schedules(task.mod, run.cpu.lanes, run.threads) if n not in variants]
+                    if budget else [])
+        # (the memory-bound schedules, measured first, are not in MetaSchedule's budget)
+        return Plan("post-order-apply", evolutionary_search(), "xgb", budget, sum(v is None for v in variants),
+                    min(64, max(budget, 1)), finished=finished)
+
+
+class AutoMCLPolicy(TaskPolicy):
+    """Dense layers tuned by AutoMCL before extraction (automcl.network): never planned here."""
+    kind = "automcl"
+
+
+POLICIES = {p.kind: p for p in (TTilePolicy(), WinogradPolicy(), MetaSchedulePolicy(), AutoMCLPolicy())}
+
+
+def create(kind: str) -> TaskPolicy:
+    """The policy of task kind `kind`."""
+    try:
+        return POLICIES[kind]
+    except KeyError:
+        raise TTileError(f"unknown task policy {kind!r}; known: {', '.join(POLICIES)}") from None
+

@@ -1,0 +1,271 @@
+"""Tuning a whole network: every task of a prepared Relax module searched by the policy of its kind (policy.py),
+its records in one MetaSchedule database in the work dir, its best checked against the untuned function."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import statistics
+import time
+
+from tvm.s_tir import meta_schedule as ms
+from tvm_ffi import structural_hash
+
+from .. import cpu as cpu_mod
+from .. import winograd as wg
+from ..context import Context, resolve
+from ..errors import TTileError
+from ..measure import MeasureSettings, default_builder, default_runner
+from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
+                            ttile_problem)
+from ..relax import extract_tasks
+from ..tune import run_tuner
+from ..workdir import WorkDir
+from .build import verify_against_untuned
+from .defaults import COLD_SETTINGS, NETWORK_STRATEGY
+from .in_network import forget_picks, weight_bytes
+from .policy import create as create_policy
+from .winograd_choice import choose_winograd, winograd_tasks
+
+
+@dataclasses.dataclass
+class TaskResult:
+    name: str
+    policy: str
+    shape: str
+    weight: int
+    flops: float
+    seconds: float  # best run time of one call
+    gflops: float
+    trials: int
+    tuning_seconds: float
+    verified: bool  # the tuned function matches the untuned one on random inputs
+    max_abs_error: float
+    notes: list
+    weight_bytes: int = 0  # its constant (layout-free) parameters: what it reads from memory in a cold network
+    # Who made the fastest record: the policy, or for a memory-bound task "tvm_ttile <variant>" (memory_bound.py)
+    # or "metaschedule's search"
+    made_by: str = ""
+    # Whether the build runs it: a layer computed with Winograd runs its winograd task instead of its direct one
+    built: bool = True
+    # Its function's name in the built network when that differs from `name` (a rewritten network numbers its
+    # fused functions anew)
+    symbol: str = ""
+
+
+@dataclasses.dataclass
+class NetworkTuneResult:
+    tasks: list  # TaskResult
+    tuning_seconds: float
+    work_dir: str
+    peak_gflops: float
+    threads: int
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def claim_task_dir(task_dir: str, workload: str, has_records: bool) -> int:
+    """Make `task_dir` the directory of the function whose structural hash is `workload`, and return the budget a
+    finished run asked for it (0: none). A task directory is named by its place and name in the network, which a
+    function changed since (prepared or fused otherwise) can keep: a directory whose asked.json names another
+    function is moved aside, logs and all, to `task_dir`.earlier-<that hash>, so the budget, trial log, curve and
+    tuning seconds of the new function start clean. An asked.json written before functions were recorded belongs
+    to this function while the database holds records of it; an unreadable one is reported and counts for nothing."""
+    path = WorkDir(task_dir).asked
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+            trials = int(saved["trials"])
+        except (ValueError, KeyError, TypeError) as e:
+            logging.getLogger(__name__).warning("%s is damaged (%s): its task is searched up to its budget again",
+                                                path, type(e).__name__)
+            return 0
+        owner = str(saved.get("workload", workload if has_records else "unrecorded"))
+        if owner == workload:
+            return trials
+        aside = f"{task_dir}.earlier-{owner}"
+        if os.path.exists(aside):
+            shutil.rmtree(aside)  # an older copy of the same function's directory
+        os.replace(task_dir, aside)
+        logging.getLogger(__name__).info("%s held another function's tuning: moved to %s", task_dir, aside)
+    os.makedirs(task_dir, exist_ok=True)
+    return 0
+
+
+def earlier_forms(database, task_mods: list, target) -> dict:
+    """{Problem: modules} of the conv2d / matmul workloads in `database` that are none of `task_mods`: a task's
+    earlier form (the same layer fused or prepared otherwise, e.g. by an earlier version of prepare). A task of
+    that Problem first measures their best schemes, as a twin's, instead of starting from blind draws."""
+    seen = {structural_hash(m) for m in task_mods}
+    found = {}
+    for rec in database.get_all_tuning_records():
+        key = structural_hash(rec.workload.mod)
+        if key in seen:
+            continue
+        seen.add(key)
+        problem, _ = ttile_problem(rec.workload.mod, target)
+        if problem is not None:
+            found.setdefault(problem, []).append(rec.workload.mod)
+    return found
+
+
+
+@dataclasses.dataclass
+class NetworkRun:
+    """What every task of one tune_network call shares: its context, the database and what the tasks learn."""
+    context: Context
+    database: object
+    trials_per_task: int
+    other_trials: int
+    sampler_options: dict | None
+    strategy: str
+    strategy_options: dict | None
+    progress: object
+    verbose: bool
+    earlier: dict = dataclasses.field(default_factory=dict)  # Problem -> earlier forms' modules (earlier_forms)
+    twins_of: dict = dataclasses.field(default_factory=dict)  # Problem -> the task modules of it tuned so far
+    measurer: dict = dataclasses.field(default_factory=dict)  # one builder and runner, made when first needed
+
+    # (the context's fields, as the policies read them)
+    cpu = property(lambda self: self.context.cpu)
+    target = property(lambda self: self.context.target)
+    threads = property(lambda self: self.context.threads)
+    seed = property(lambda self: self.context.seed)
+    settings = property(lambda self: self.context.settings)
+    work_dir = property(lambda self: self.context.work_dir)
+
+    def builder_and_runner(self) -> dict:
+        if not self.measurer:
+            self.measurer.update(builder=default_builder(self.settings),
+                                 runner=default_runner(self.settings, self.threads))
+        return self.measurer
+
+    def tune(self, task, space, strategy, cost_model, task_dir, trials, per_iter, label, progress) -> float:
+        tuning, self.database = run_tuner(task.flops, task.mod, self.target, task_dir, self.database, trials, space,
+                                          strategy, cost_model, self.seed, self.settings, threads=self.threads,
+                                          trials_per_iter=per_iter, progress=progress, verbose=self.verbose,
+                                          label=label, cpu=self.cpu, **self.measurer)
+        return tuning
+
+
+def _tune_task(run: NetworkRun, task, task_dir: str) -> TaskResult:
+    """Search one task as its policy plans, up to its budget (a finished run's budget is remembered: a task whose
+    space holds fewer candidates than the budget, or whose candidates partly failed, is not searched again on
+    every resume), and report its best."""
+    workload = str(structural_hash(task.mod))
+    asked = claim_task_dir(task_dir, workload, bool(records_of(run.database, task.mod)))
+    plan = create_policy(task.policy).plan(task, run, task_dir)
+    if not plan.remembers_budget:
+        asked = 0
+    todo = 0 if asked >= plan.budget else max(plan.budget - plan.measured, 0)
+    if todo or plan.finished:  # the in-network picks were made among the records before this run: stale now
+        forget_picks(run.work_dir)
+    tuning = 0.0
+    if plan.finished:
+        run.builder_and_runner()
+        tuning = run.tune(task, MemoryBoundSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), task_dir,
+                          len(plan.finished), len(plan.finished), f"memory-bound {task.name}", False)
+    if plan.budget:
+        if todo:
+            run.builder_and_runner()
+        tuning = run.tune(task, plan.space, plan.strategy, plan.cost_model, task_dir, todo, plan.per_iter,
+                          f"{task.policy} {task.name}", run.progress)
+    with open(WorkDir(task_dir).asked, "w") as f:
+        json.dump({"trials": max(asked, plan.budget), "workload": workload}, f)
+    return task_result(task, run.database, run.target, tuning)
+
+
+def _dense_by_automcl(mod, run: NetworkRun) -> tuple:
+    """Dense layers tuned by AutoMCL, `trials_per_task` trials per shape (automcl.network): the module with
+    them replaced by its kernels, and their results."""
+    from ..automcl.network import apply_dense, tune_dense
+
+    results = []
+    for (M, K, N), calls, saved in tune_dense(mod, run.cpu, run.work_dir, run.trials_per_task, run.threads,
+                                              run.seed, run.settings):
+        flops, name, shape = 2.0 * M * K * N, f"automcl_dense_{M}x{K}x{N}", f"dense M{M},K{K},N{N}"
+        if "error" in saved:
+            results.append(TaskResult(name, "automcl", shape, calls, flops, float("nan"), 0.0, 0, 0.0, False,
+                                      float("nan"), [f"AutoMCL failed, left to the other policies: "
+                                                     f"{saved['error']}"]))
+            continue
+        results.append(TaskResult(
+            name, "automcl", shape, calls, flops, flops / (saved["gflops"] * 1e9), saved["gflops"],
+            len(saved["curve"]), saved["seconds"], saved["verified"], saved["max_abs_error"],
+            [f"compute {saved['compute']} {tuple(saved['config'])}; {saved['selected_by']}"]))
+    return apply_dense(mod, run.work_dir)[0], results
+
+
+# How dense layers (matmul by a constant) are tuned: as tvm_ttile tasks like any other, or by AutoMCL first.
+DENSE_TUNERS = {"tvm_ttile": lambda mod, run: (mod, []), "automcl": _dense_by_automcl}
+DENSE_POLICIES = tuple(DENSE_TUNERS)
+
+
+def tune_network(mod, context: Context | None = None, *, work_dir: str | None = None, trials_per_task: int = 50,
+                 other_trials: int = 16, progress=True, verbose=False, dense: str = "tvm_ttile",
+                 sampler_options: dict | None = None, strategy: str = NETWORK_STRATEGY,
+                 strategy_options: dict | None = None, winograd: bool | None = None, cpu=None,
+                 threads: int | None = None, seed: int | None = None, settings: MeasureSettings | None = None,
+                 prepack: bool | None = None) -> NetworkTuneResult:
+    """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
+    tvm_ttile's search of the structured space, `trials_per_task` trials each; every other task with
+    MetaSchedule's default policy, `other_trials` trials each, beside tvm_ttile's few memory-bound schedules
+    (memory_bound.py: pooling, means, transposes), each measured once (0: leave them to the default build). Every
+    task's best is checked against the untuned function before it is reported (settings=COLD_SETTINGS times
+    every candidate with flushed caches, as a layer meets its weights in the network). With `prepack`, constant
+    weights are packed for the kernels once at build time (build with the same `prepack`). With
+    dense="automcl", dense layers (matmul by a constant) are tuned by AutoMCL instead, `trials_per_task`
+    trials per shape (automcl.network), and their epilogues become elementwise tasks. `sampler_options` go to
+    the ttile sampler of every conv2d/matmul task, over NETWORK_SAMPLER_OPTIONS (e.g. {"min_reuse": 32});
+    `strategy` (strategies.STRATEGIES; NETWORK_STRATEGY by default) orders what those tasks measure. With
+    `winograd`, each 3x3 stride-1 conv2d layer is also computed with Winograd F(2,3) and F(4,3) (winograd.py; every
+    schedule of those tasks measured once) and the build takes, layer by layer, whichever form was faster
+    (work_dir/winograd.json); None: winograd.DEFAULT. `context` (context.Context) gives the CPU, threads, timing
+    settings, seed, prepack and work dir; without one, those passed one by one make it (by default the host, 1
+    thread, COLD_SETTINGS, seed 0, prepack, work dir "tune_network")."""
+    if dense not in DENSE_TUNERS:
+        raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_TUNERS)}")
+    ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, cpu=cpu, threads=threads,
+                  seed=seed, settings=settings, prepack=prepack, work_dir=work_dir)
+    ctx.claim()
+    run = NetworkRun(ctx, open_database(ctx.work_dir), trials_per_task, other_trials, sampler_options, strategy,
+                     strategy_options, progress, verbose)
+    start = time.time()
+    mod, results = DENSE_TUNERS[dense](mod, run)
+    tasks = extract_tasks(mod, ctx)
+    if winograd if winograd is not None else wg.DEFAULT == "on":
+        tasks += winograd_tasks(mod, ctx)
+    run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
+    for i, task in enumerate(tasks):
+        results.append(_tune_task(run, task, os.path.join(ctx.work_dir, "tasks", f"{i:02d}-{task.name}")))
+    choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, ctx)
+    structured = [r for r in results if create_policy(r.policy).structured]
+    failed = [r for r in structured if not r.trials]
+    if failed and len(failed) == len(structured):
+        raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
+                         f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {ctx.work_dir}/tasks/*/"
+                         f"{WorkDir.TRIALS}. No untuned build is reported as a result")
+    return NetworkTuneResult(results, time.time() - start, ctx.work_dir,
+                             cpu_mod.run_peak(ctx.cpu, threads=ctx.threads)["peak_gflops"], ctx.threads)
+
+
+def task_result(task, database, target, tuning_seconds) -> TaskResult:
+    """The task's best record, checked against the untuned function."""
+    best = best_schedule(database, task.mod)
+    notes = [task.reason] if task.reason else []
+    size = weight_bytes(task.mod)
+    policy = create_policy(task.policy)
+    if best is None:
+        return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0,
+                          tuning_seconds, False, float("nan"), notes + [policy.missing], size)
+    sch, record = best
+    ok, err = verify_against_untuned(task.mod, sch.mod, target)
+    secs = statistics.median(float(s) for s in record.run_secs)
+    made_by = policy.made_by(sch.mod)
+    return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
+                      len(records_of(database, task.mod)), tuning_seconds, ok, err, notes, size, made_by)
+
