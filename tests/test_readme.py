@@ -51,3 +51,13 @@ def test_shapes_file_example_loads(tmp_path):
     path.write_text(example)
     assert [op.name for op in load_shapes(path)] == ["inception-1x7", "same-3x3s2", "mobilenet-dw", "bert-ffn",
                                                      "bert-scores"]
+
+
+def test_the_readmes_sampler_options_are_the_declared_ones():
+    """The sampler options the README names are options the ttile sampler declares (options.py checks them)."""
+    from tvm_ttile.samplers import SAMPLERS
+
+    text = (ROOT / "README.md").read_text()
+    (listed,) = re.findall(r"--sampler-option NAME=VALUE` \((.*?)\)", text, re.S)
+    names = {m.split("=")[0] for m in re.findall(r"`([a-z_]+)(?:=[^`]*)?`", listed)}
+    assert names and names <= set(SAMPLERS["ttile"].all_options()), names - set(SAMPLERS["ttile"].all_options())

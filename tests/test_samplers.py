@@ -179,12 +179,12 @@ def test_sampler_option_values_are_checked():
 
 
 def test_sampler_options_from_the_command_line():
-    from tvm_ttile.cli import _sampler_options
+    from tvm_ttile.cli import parse_options
 
-    assert _sampler_options(["min_reuse=32", "singles_only=true", "weights_first=0.5"]) == {
+    assert parse_options(["min_reuse=32", "singles_only=true", "weights_first=0.5"]) == {
         "min_reuse": 32, "singles_only": True, "weights_first": 0.5}
     with pytest.raises(TTileError, match="NAME=VALUE"):
-        _sampler_options(["min_reuse"])
+        parse_options(["min_reuse"])
     from tvm_ttile.metaschedule import TTileSearch
 
     with pytest.raises(TTileError, match="no option"):  # raised in Python, before MetaSchedule runs it

@@ -193,12 +193,12 @@ def test_a_scheme_without_a_parallel_level_says_so(host, kind):
 def test_threads_argument():
     import argparse
 
-    from tvm_ttile.cli import _threads, physical_cores
+    from tvm_ttile.cli import threads_arg, physical_cores
 
-    assert _threads("all") == physical_cores() >= 1 and _threads("1") == 1
+    assert threads_arg("all") == physical_cores() >= 1 and threads_arg("1") == 1
     for bad in ("0", "-2", "x", "1.5", "100000"):
         with pytest.raises(argparse.ArgumentTypeError, match="threads"):
-            _threads(bad)
+            threads_arg(bad)
 
 
 @pytest.mark.slow

@@ -70,7 +70,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             "budget": budget, "ttile_budget": ttile_budget or budget, "seeds": seeds,
             "baseline_seeds": baseline_seeds, "measure": settings.describe(), "retime_rounds": retime_rounds,
             "prepack": prepack, "sampler_options": dict(sampler_options or {}),
-            "strategy_options": strategy_options, "versions": _versions(),
+            "strategy_options": strategy_options, "versions": library_versions(),
             "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
             "results": {}, "bounds": {}}
     hier = None
@@ -155,7 +155,7 @@ def render(out_dir) -> dict:
     return data
 
 
-def _versions():
+def library_versions():
     import numpy
     import tvm
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from . import limits
 from .cache import cache_key, cache_root, measuring, read_json, write_json
 from .errors import UnsupportedISAError
+from .timing import evaluator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,7 +270,7 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
     return ib.get()
 
 
-def _stream_primfunc(lanes: int, elements: int, threads: int):
+def stream_primfunc(lanes: int, elements: int, threads: int):
     """B = A + 1 over `elements` floats, one contiguous slice per thread: the memory bandwidth the cores get
     together (read + write), far beyond the last-level cache."""
     import tvm
@@ -321,7 +322,7 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int =
     dev = tvm.cpu()
     x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype("float32"), dev)
     o = tvm.runtime.tensor(np.zeros(threads * n_acc * cpu.lanes, "float32"), dev)
-    timer = lib.mod.time_evaluator("fma_peak", dev, number=20, repeat=repeat, min_repeat_ms=30)
+    timer = evaluator(lib.mod, "fma_peak", number=20, repeat=repeat, min_repeat_ms=30)
     flops = 2.0 * cpu.lanes * n_acc * iters * threads
     found = []
     for i in range(bursts):
@@ -373,12 +374,12 @@ def measure_bandwidth(cpu: CPUModel, threads: int = 1, mib: int = 256, repeat: i
     use_threads(threads)
     elements = mib * 1024 * 1024 // 4
     elements -= elements % (threads * cpu.lanes)
-    lib = tvm.compile(tvm.IRModule({"main": _stream_primfunc(cpu.lanes, elements, threads)}),
+    lib = tvm.compile(tvm.IRModule({"main": stream_primfunc(cpu.lanes, elements, threads)}),
                       target=cpu.target(threads))
     dev = tvm.cpu()
     a = tvm.runtime.tensor(np.ones(elements, "float32"), dev)
     b = tvm.runtime.tensor(np.zeros(elements, "float32"), dev)
-    secs = sorted(lib.mod.time_evaluator("main", dev, number=1, repeat=repeat)(a, b).results)
+    secs = sorted(evaluator(lib.mod, repeat=repeat, min_repeat_ms=0)(a, b).results)
     return {"bandwidth_gbs": 2 * 4 * elements / secs[0] / 1e9, "bandwidth_bytes_streamed": 2 * 4 * elements}
 
 

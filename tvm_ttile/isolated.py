@@ -23,6 +23,7 @@ import sys
 import numpy as np
 
 from .errors import TTileError
+from .timing import evaluator, round_robin
 
 REPEATS = 5  # per process: each repeat at least MIN_REPEAT_MS of back-to-back inferences
 MIN_REPEAT_MS = 200
@@ -81,11 +82,9 @@ class IsolatedTimer:
 
     def run(self, rounds: int, repeats: int = REPEATS) -> dict:
         """{name: per-repeat latencies in ms}, `repeats` from each of `rounds` processes per system."""
-        latencies = {name: [] for name in self.systems}
-        for _ in range(rounds):
-            for name, saved in self.systems.items():
-                latencies[name] += self._time(name, saved, repeats)
-        return latencies
+        samples = round_robin({name: (lambda name=name, saved=saved: self._time(name, saved, repeats))
+                               for name, saved in self.systems.items()}, rounds)
+        return {name: [ms for process in runs for ms in process] for name, runs in samples.items()}
 
     def _time(self, name: str, saved: Saved, repeats: int) -> list:
         env = {**os.environ, "TVM_NUM_THREADS": str(self.threads), **self.envs.get(name, {})}  # TVM: its pool, once
@@ -108,18 +107,18 @@ def _time_saved(saved: Saved, x: np.ndarray, threads: int, repeats: int) -> list
         vm = vm_of(tvm.runtime.load_module(saved.path))
         xt = tvm.runtime.tensor(x, tvm.cpu())
         vm["main"](xt)  # warm-up
-        f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=repeats, min_repeat_ms=MIN_REPEAT_MS)
+        f = evaluator(vm, "main", repeat=repeats, min_repeat_ms=MIN_REPEAT_MS)
         return [1e3 * s for s in f(xt).results]
-    from .baselines.libraries import _latency_ms, onnxruntime_runner, torch_runner
+    from .baselines.libraries import latency_ms, onnxruntime_runner, torch_runner
 
     if saved.kind == "onnxruntime":
         run, _ = onnxruntime_runner(saved.path, saved.input_name, x, threads)
-        return _latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
+        return latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
     if saved.kind == "torch":
         import torch
 
         run, _ = torch_runner(torch.export.load(saved.path).module(), x, threads)
-        return _latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
+        return latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
     raise ValueError(f"unknown kind of saved system {saved.kind!r}")
 
 

@@ -13,6 +13,7 @@ import statistics
 
 from .errors import TTileError
 from .progress import Progress
+from .timing import FLUSH_BUT_ACTIVATIONS, flush_but_activations, flush_but_activations_name, flushed_arguments  # noqa: F401
 
 
 def build_module(mod, target, _params=None):
@@ -102,32 +103,6 @@ class MeasureSettings:
                                              enable_cpu_cache_flush=True)
         return ms.runner.EvaluatorConfig(number=self.number, repeat=self.repeat, min_repeat_ms=self.min_repeat_ms,
                                          enable_cpu_cache_flush=False)
-
-
-FLUSH_BUT_ACTIVATIONS = "tvm_ttile.cache_flush_but_activations"  # time_evaluator's f_preproc, by name
-
-
-def flushed_arguments(args) -> list:
-    """What flush_but_activations flushes: every argument but the first (the input) and those shaped as the last
-    (the output: a residual an epilogue adds), and the output itself."""
-    out = tuple(args[-1].shape)
-    return [a for a in args[1:-1] if tuple(a.shape) != out] + [args[-1]]
-
-
-def flush_but_activations(*args) -> None:
-    """time_evaluator's f_preproc for keep_activations: TVM's cache_flush_cpu_non_first_arg on flushed_arguments."""
-    import tvm
-
-    tvm.get_global_func("cache_flush_cpu_non_first_arg")(args[0], *flushed_arguments(args))
-
-
-def flush_but_activations_name() -> str:
-    """FLUSH_BUT_ACTIVATIONS, registered in this process (time_evaluator finds its f_preproc by name)."""
-    import tvm
-
-    if tvm.get_global_func(FLUSH_BUT_ACTIVATIONS, allow_missing=True) is None:
-        tvm.register_global_func(FLUSH_BUT_ACTIVATIONS, flush_but_activations)
-    return FLUSH_BUT_ACTIVATIONS
 
 
 def run_evaluator_keeping_activations(rt_mod, device, evaluator_config, repeated_args) -> list:

@@ -122,7 +122,7 @@ def blocks(sch) -> list:
 LOADS = ("BufferLoad", "TensorLoad")  # TVM 0.27's TIR reads buffers with either
 
 
-def _product(value):
+def product_of(value):
     """(accumulator load, x, y) of `acc + x * y` (either order of the sum), else None."""
     kind = type(value).__name__
     if kind != "Add":
@@ -135,7 +135,7 @@ def _product(value):
     return None
 
 
-def _index(expr, ivars, analyzer):
+def index_of(expr, ivars, analyzer):
     """{iterator index: coefficient} of an affine index (constants ignored), or (None, used iterators) when
     it is not affine in the iterators. Simplified first within the iterators' ranges (co // CO -> 0)."""
     expr = analyzer.simplify(expr)
@@ -156,7 +156,7 @@ def recognize_block(stmt) -> Contraction | str:
     store = stmt.body
     if type(store).__name__ != "BufferStore":
         return f"block {name!r} is not a single store"
-    parts = _product(store.value)
+    parts = product_of(store.value)
     if parts is None:
         return f"block {name!r} does not accumulate a product of two loads (out = out + x * y)"
     acc, x, y = parts
@@ -170,13 +170,13 @@ def recognize_block(stmt) -> Contraction | str:
             analyzer.bind(iv.var, iv.dom)
     out = []
     for e in store.indices:
-        terms, _ = _index(e, ivars, analyzer)
+        terms, _ = index_of(e, ivars, analyzer)
         if terms is None or len(terms) != 1 or next(iter(terms.values())) != 1:
             return f"block {name!r} does not store at plain iterators"
         out.append(next(iter(terms)))
     if set(out) & reduce or len(set(out)) != len(out):
         return f"block {name!r} stores at a reduction iterator"
-    loads = [[_index(e, ivars, analyzer) for e in ld.indices] for ld in (x, y)]
+    loads = [[index_of(e, ivars, analyzer) for e in ld.indices] for ld in (x, y)]
     extent = {i: int(iv.dom.extent) for i, iv in enumerate(stmt.iter_vars)}
     compound = [any(t is None or len(t) > 1 for t, _ in idx) for idx in loads]
     if any(compound):
@@ -439,7 +439,7 @@ def canonicalize(sch, contraction: Contraction):
                                                              ndim=n_iters, index_dtype="int32"))
     batch = tuple(f"b{n}" for n in range(len(contraction.batch)))
     stmt = sch.get(block)
-    x, y = _product(stmt.body.value)[1:]
+    x, y = product_of(stmt.body.value)[1:]
     inp, wgt = (y, x) if contraction.weights_first else (x, y)
     layouts = dict(contraction.layouts)
     for role in contraction.transposed:

@@ -207,7 +207,7 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
     if todo:
         prepare_logging(verbose)
         builder, runner = builder or default_builder(settings), runner or default_runner(settings, threads)
-        bar = Progress(todo, label) if progress else None
+        bar = Progress(todo, label, unit="trial") if progress else None
         recorder = CurveCallback(WorkDir(work_dir).curve, flops, start - offset, bar)
         callbacks = ms.measure_callback.MeasureCallback.create("default") + [recorder]
         ms.tune_tir(mod, target, work_dir, max_trials_global=todo, num_trials_per_iter=trials_per_iter,

@@ -13,6 +13,7 @@ import sys
 import time
 
 import numpy as np
+from tvm_ttile.timing import evaluator, medians, round_robin
 
 
 def main():
@@ -64,7 +65,7 @@ def main():
         rng = np.random.default_rng(1)
         data = [tvm.runtime.tensor(rng.standard_normal([int(s) for s in a.shape]).astype(a.dtype), dev)
                 for a in ArgInfo.from_prim_func(mod["main"])]
-        f = lib.mod.time_evaluator("main", dev, number=20, repeat=1)
+        f = evaluator(lib.mod, number=20, repeat=1, min_repeat_ms=0)
         return lambda: f(*data).mean * 1e3
 
     timers = {}
@@ -75,11 +76,7 @@ def main():
                                             prepack=False).sch.mod)
     best = best_schedule(open_database(args.apart), permute.mod)
     timers[("the permute function", "")] = timer(best[0].mod if best else permute.mod)
-    ms = {k: [] for k in timers}
-    for _ in range(args.rounds):
-        for k, f in timers.items():
-            ms[k].append(f())
-    med = {k: statistics.median(v) for k, v in ms.items()}
+    med = medians(round_robin(timers, args.rounds))
     lines = [f"# {args.model}: the first conv2d reading the NCHW input against the input permuted apart", "",
              f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}; "
              f"{args.threads} thread(s); {args.rounds} round-robin rounds, each the mean of 20 hot calls; ms.", "",

@@ -37,6 +37,8 @@ def main():
     import numpy as np
     import tvm
 
+    from tvm_ttile.timing import kernel_timer, round_robin
+
     from tvm_ttile.cpu import detect_host, peak
     from tvm_ttile.lowering import lower
     from tvm_ttile.operators import Matmul
@@ -56,17 +58,15 @@ def main():
             a, b = op.random_inputs()
             out = tvm.runtime.tensor(np.zeros(op.output_shape, np.float32), dev)
             call = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out]
-            f = (lib.mod if hasattr(lib, "mod") else lib).time_evaluator("main", dev, number=3, repeat=5)
-            f(*call)
+            (lib.mod if hasattr(lib, "mod") else lib)["main"](*call)
             ref = op.reference(a, b)
             err = float(np.abs(out.numpy() - ref).max())
             if err > 1e-3 * float(np.abs(ref).max()):
                 sys.exit(f"{label}, prefetch {pf}: wrong result (max error {err})")
-            timers.append(lambda f=f, call=call: float(np.median(f(*call).results)))
+            timers.append(kernel_timer(lib.mod if hasattr(lib, "mod") else lib, call, number=3, repeat=5, min_repeat_ms=0))
             rows.append({"case": label, "scheme": text, "prefetch": pf, "flops": op.flops, "secs": []})
-    for _ in range(args.rounds):
-        for row, timer in zip(rows, timers):
-            row["secs"].append(timer())
+    for row, secs in zip(rows, round_robin(timers, args.rounds)):
+        row["secs"] = secs
     p = peak(host)["peak_gflops"]
     for row in rows:
         row["gflops"] = row["flops"] / statistics.median(row["secs"]) / 1e9

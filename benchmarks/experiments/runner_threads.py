@@ -31,9 +31,11 @@ def in_process(args) -> dict:
     target = cpu.target(1)
     ok, _ = verify(op, mod, target)
     settings = MeasureSettings()
-    f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
-                                                 min_repeat_ms=settings.min_repeat_ms)
-    here = [statistics.median(f(*timing_args(mod)).results) for _ in range(5)]
+    from tvm_ttile.timing import kernel_timer
+
+    timer = kernel_timer(build_module(mod, target), timing_args(mod), number=settings.number, repeat=settings.repeat,
+                         min_repeat_ms=settings.min_repeat_ms)
+    here = [timer() for _ in range(5)]
     out = {"TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS"), "verified": ok,
            "in_process_gflops": op.flops / statistics.median(here) / 1e9,
            "parallel_loop": " parallel" in mod.script() or "T.parallel" in mod.script()}

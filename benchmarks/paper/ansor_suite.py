@@ -26,6 +26,7 @@ import sys
 import time
 
 import numpy as np
+from tvm_ttile.timing import evaluator, round_robin
 
 
 def reference(family, params, inputs):
@@ -144,11 +145,8 @@ def tune_workload(family, idx, cpu, args, root):
         row["systems"][name].update(verified=ok, max_abs_error=err)
         args_of[name] = tensors
     # Time every verified build round-robin.
-    times = {name: [] for name in builds if row["systems"][name]["verified"]}
-    for _ in range(args.rounds):
-        for name in times:
-            timer = builds[name].mod.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=200)
-            times[name].append(timer(*args_of[name]).mean)
+    times = round_robin({name: (lambda name=name: evaluator(builds[name].mod, repeat=1, min_repeat_ms=200)(
+        *args_of[name]).mean) for name in builds if row["systems"][name]["verified"]}, args.rounds)
     for name, secs in times.items():
         med = statistics.median(secs)
         row["systems"][name].update(ms=round(med * 1e3, 4), gflops=round(flops / med / 1e9, 2),
@@ -214,8 +212,8 @@ def main(argv=None):
     from tvm.s_tir.meta_schedule.testing import te_workload
 
     from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.cli import _sampler_options
-    from tvm_ttile.compare import _versions
+    from tvm_ttile.cli import parse_options
+    from tvm_ttile.compare import library_versions
     from tvm_ttile.errors import TTileError
     from tvm_ttile.samplers import make_sampler
 
@@ -236,7 +234,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="path prefix of the .json and .md results")
     args = p.parse_args(argv)
     try:  # bad names or values: one line, before anything runs
-        args.sampler_options = _sampler_options(args.sampler_option)
+        args.sampler_options = parse_options(args.sampler_option)
         make_sampler("ttile", 0, **args.sampler_options)
     except TTileError as e:
         p.error(str(e))
@@ -253,7 +251,7 @@ def main(argv=None):
             "machine": dict(cpu.describe(), platform=platform.platform()), "threads": args.threads,
             "ttile_trials": args.ttile_trials, "sampler_options": args.sampler_options,
             "ms_trials": args.ms_trials, "rounds": args.rounds,
-            "versions": _versions(), "peak_gflops": peak["peak_gflops"], "date": time.strftime("%Y-%m-%d %H:%M"),
+            "versions": library_versions(), "peak_gflops": peak["peak_gflops"], "date": time.strftime("%Y-%m-%d %H:%M"),
             "workloads": {}}
     root = os.path.dirname(args.out) or "."
     for family in args.families:

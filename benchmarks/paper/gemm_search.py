@@ -95,7 +95,9 @@ def time_start(op, cpu):
     land, insts = knob_landscape(sch.trace)
     s0 = replay(mod, sch.trace, insts, land.start())  # s0's unroll knob is 0: the postprocessors change nothing
     ok, err = verify(op, s0.mod, cpu.target(1))
-    f = build_module(s0.mod, cpu.target(1)).time_evaluator("main", tvm.cpu(), number=1, repeat=1)
+    from tvm_ttile.timing import evaluator
+
+    f = evaluator(build_module(s0.mod, cpu.target(1)), repeat=1, min_repeat_ms=0)
     secs = float(f(*timing_args(s0.mod)).results[0])
     return {"state": [list(v) if isinstance(v, tuple) else v for v in land.start()], "seconds": secs,
             "gflops": op.flops / secs / 1e9, "verified": bool(ok), "max_abs_error": float(err)}

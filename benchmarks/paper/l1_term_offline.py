@@ -20,7 +20,8 @@ import statistics
 import sys
 
 
-from ranking_eval import NETWORK_OF, order_metrics, spearman  # noqa: E402
+from ranking_eval import NETWORK_OF, order_metrics  # noqa: E402
+from tvm_ttile.evaluation import spearman  # noqa: E402
 from zero_trial_pools import timed_side_by_side  # noqa: E402
 
 WAY_BYTES = 4096

@@ -37,6 +37,8 @@ import time
 
 import numpy as np
 
+from tvm_ttile.evaluation import spearman
+
 
 from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
 
@@ -71,12 +73,6 @@ def training_groups(train_dirs, context_of, work) -> list:
     with open(path, "wb") as f:
         pickle.dump({"dirs": train_dirs, "groups": by_dir}, f)
     return by_dir
-
-
-def spearman(a, b) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic)
 
 
 def order_metrics(order_secs: list, best: float) -> dict:

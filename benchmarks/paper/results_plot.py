@@ -67,7 +67,7 @@ def main() -> None:
             for n, m, t, p, f, ms, ort, r in points]
     lines = ["# Latency against ONNX Runtime", "", provenance(extra="Read from the files linked; nothing timed."), "",
              *md_table(["network", "machine", "threads", "precision", "tvm_ttile ms", "ONNX Runtime ms", "ratio",
-                        "file"], rows, "lllrrrrl")]
+                        "file"], rows, "llrlrrrl")]
     with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {args.out}.png and {args.out}.md")

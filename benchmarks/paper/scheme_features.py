@@ -18,9 +18,10 @@ import sys
 import time
 
 
-from tvm_ttile.costmodel.records import SCHEME_IN_TRACE  # noqa: E402
-from tvm_ttile.scheme import Lambda, Scheme, T, U, V  # noqa: E402
-from tvm_ttile.space import REDUCTION, REUSE  # noqa: E402
+from tvm_ttile.costmodel.records import SCHEME_IN_TRACE
+from tvm_ttile.evaluation import spearman
+from tvm_ttile.scheme import Lambda, Scheme, T, U, V
+from tvm_ttile.space import REDUCTION, REUSE
 
 
 
@@ -43,26 +44,6 @@ def traits(text: str) -> dict:
             "spatial_runs": sum(d not in REDUCTION[op] for d in merged),
             "levels": len(levels),
             "log2_reuse": math.log2(reuse)}
-
-
-def spearman(x: list, y: list) -> float:
-    def ranks(v):  # average ranks, so ties (traits are small integers) count fairly
-        order = sorted(range(len(v)), key=v.__getitem__)
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(v):
-            j = i
-            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2
-            i = j + 1
-        return r
-    a, b = ranks(x), ranks(y)
-    ma, mb = statistics.mean(a), statistics.mean(b)
-    cov = sum((p - ma) * (q - mb) for p, q in zip(a, b))
-    var = math.sqrt(sum((p - ma) ** 2 for p in a) * sum((q - mb) ** 2 for q in b))
-    return cov / var if var else 0.0
 
 
 def tasks_of(work_dir: str, min_records: int) -> list:

@@ -25,12 +25,12 @@ LIBS = ("onnxruntime", "onednn")
 
 def main(argv=None):
     from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.cli import _threads
-    from tvm_ttile.compare import _versions
+    from tvm_ttile.cli import threads_arg
+    from tvm_ttile.compare import library_versions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", default=LAYERS)
-    p.add_argument("--threads", type=_threads, default=2)
+    p.add_argument("--threads", type=threads_arg, default=2)
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--no-prepack", action="store_true", help="weights as inputs instead of constants")
@@ -42,7 +42,7 @@ def main(argv=None):
     peaks = {t: cpu_mod.measure_peak(cpu, threads=t) for t in (1, n)}
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]) if argv is None else "",
             "machine": dict(cpu.describe(), platform=platform.platform()), "threads": n, "trials": args.trials,
-            "rounds": args.rounds, "prepack": not args.no_prepack, "versions": _versions(),
+            "rounds": args.rounds, "prepack": not args.no_prepack, "versions": library_versions(),
             "peak_gflops": {t: peaks[t]["peak_gflops"] for t in peaks},
             "bandwidth_gbs": {t: peaks[t]["bandwidth_gbs"] for t in peaks},
             "date": time.strftime("%Y-%m-%d %H:%M"), "layers": {}}

@@ -16,6 +16,7 @@ from tvm_ttile.cpu import detect_host
 from tvm_ttile.measure import build_module, timing_args
 from tvm_ttile.metaschedule import best_schedule, open_database
 from tvm_ttile.models.importers import load_model
+from tvm_ttile.timing import kernel_timer
 
 
 def main(model, work_dir, input_shape=None, threads=1):
@@ -33,9 +34,8 @@ def main(model, work_dir, input_shape=None, threads=1):
             continue
         lib = build_module(best[0].mod, target)  # as tuned: weights already packed (packing runs at build time)
         args = timing_args(best[0].mod)
-        hot = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9, min_repeat_ms=20)(*args).results)
-        cold = statistics.median(lib.time_evaluator("main", tvm.cpu(), number=1, repeat=9,
-                                                    f_preproc="cache_flush_cpu_non_first_arg")(*args).results)
+        hot = kernel_timer(lib, args, repeat=9, min_repeat_ms=20)()
+        cold = kernel_timer(lib, args, state="flushed", repeat=9)()
         hot_total, cold_total = hot_total + hot * task.weight, cold_total + cold * task.weight
         rows.append(f"| {task.name} | {task.shape} | {task.weight} | {1e3 * hot:.3f} | {1e3 * cold:.3f} | {cold / hot:.2f} |")
     lines = [f"# {model}: tuned tasks with hot and with flushed caches ({threads} thread(s))", "",

@@ -23,6 +23,7 @@ import sys
 import time
 
 from compare_run import add_output_args, operator_of, read_run, render_only
+from tvm_ttile.timing import kernel_timer, round_robin
 
 
 # Lowerings of one scheme: lowering.lower's keyword arguments.
@@ -98,15 +99,11 @@ def main():
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
                 sys.exit(f"{text} ({variant}): output differs from numpy by {err}")
-            f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=1, repeat=5, min_repeat_ms=10)
-            timers.append(lambda f=f, a=timing_args(mod): statistics.median(f(*a).results))
+            timers.append(kernel_timer(build_module(mod, target), timing_args(mod), repeat=5, min_repeat_ms=10))
             rows.append({"what": text, "kind": "scheme", "variant": variant, "notes": lowered.notes})
             print(f"built {text} ({variant})" + "".join(f"; {n}" for n in lowered.notes), flush=True)
-    gflops = [[] for _ in rows]
-    for r in range(args.rounds):
-        for i, timer in enumerate(timers):
-            gflops[i].append(op.flops / timer() / 1e9)
-        print(f"round {r + 1}/{args.rounds}", flush=True)
+    print(f"timing {len(timers)} kernels, {args.rounds} round-robin rounds", flush=True)
+    gflops = [[op.flops / s / 1e9 for s in secs] for secs in round_robin(timers, args.rounds)]
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g), percent_of_peak=100 * statistics.median(g) / peak)
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,

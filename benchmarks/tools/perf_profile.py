@@ -37,7 +37,9 @@ def child(library: str, shape: str, seconds: float) -> None:
     vm = vm_of(tvm.runtime.load_module(library))
     x = tvm.runtime.tensor(np.random.default_rng(0).standard_normal([int(v) for v in shape.split(",")])
                            .astype(np.float32), tvm.cpu())
-    timer = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=20)
+    from tvm_ttile.timing import evaluator
+
+    timer = evaluator(vm, "main", repeat=20, min_repeat_ms=0)
     timer(x)  # warm-up
     # the latency before any sampling (perf's interrupts slow what they sample by a few %)
     print(1e3 * float(np.median(timer(x).results + timer(x).results + timer(x).results)), flush=True)

@@ -22,6 +22,7 @@ import sys
 import time
 
 from compare_run import add_output_args, layers_of, operator_of, read_run, render_only
+from tvm_ttile.timing import kernel_timer, round_robin
 
 
 def main():
@@ -93,15 +94,11 @@ def main():
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
                 sys.exit(f"{layer}, {label}: output differs from numpy by {err}")
-            f = build_module(mod, target).time_evaluator("main", tvm.cpu(), number=1, repeat=5, min_repeat_ms=10)
-            timers.append(lambda f=f, a=timing_args(mod): statistics.median(f(*a).results))
+            timers.append(kernel_timer(build_module(mod, target), timing_args(mod), repeat=5, min_repeat_ms=10))
             rows.append({"layer": layer, "variant": label, "scheme": scheme})
         print(f"built {layer}: {scheme}", flush=True)
-    gflops = [[] for _ in rows]
-    for r in range(args.rounds):
-        for i, (row, timer) in enumerate(zip(rows, timers)):
-            gflops[i].append(flops[row["layer"]] / timer() / 1e9)
-        print(f"round {r + 1}/{args.rounds}", flush=True)
+    print(f"timing {len(timers)} kernels, {args.rounds} round-robin rounds", flush=True)
+    gflops = [[flops[row["layer"]] / s / 1e9 for s in secs] for row, secs in zip(rows, round_robin(timers, args.rounds))]
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g))
     data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,

@@ -33,9 +33,9 @@ def main():
     args = ap.parse_args()
 
     from tvm_ttile import cpu as cpu_mod
-    from tvm_ttile.cli import _sampler_options
+    from tvm_ttile.cli import parse_options
     from tvm_ttile.operators import get_layer
-    from tvm_ttile.samplers.base import as_type_of
+    from tvm_ttile.options import as_type_of
     from tvm_ttile.samplers.ttile import TTileSampler
     from tvm_ttile.strategies.drawn_order import RandomStrategy
     from tvm_ttile.tune import tune
@@ -48,7 +48,7 @@ def main():
         values = [as_type_of(base, v, option, "strategy 'random'") for v in args.values.split(",")]
     else:
         base = TTileSampler.all_options()[option][0]
-        values = [_sampler_options([f"{option}={v}"])[option] for v in args.values.split(",")]
+        values = [parse_options([f"{option}={v}"])[option] for v in args.values.split(",")]
     rows, gains = [], {v: [] for v in values}
     for name in args.layers.split(","):
         op = dataclasses.replace(get_layer(name), prepack=True)

@@ -87,14 +87,12 @@ class System:
 
     def timer(self, operator, cpu, work_dir, threads, settings):
         """A callable returning one timing in seconds (median of settings.repeat) of the best in work_dir."""
-        import tvm
+        from ..timing import kernel_timer
 
         mod = self.best_module(operator, work_dir, cpu, threads)
         lib = build_module(mod, cpu.target(threads))  # as tuned: prepacked weights packed at build time, not timed
-        args = timing_args(mod)
-        f = lib.time_evaluator("main", tvm.cpu(), number=settings.number, repeat=settings.repeat,
-                               min_repeat_ms=settings.min_repeat_ms)
-        return lambda: statistics.median(f(*args).results)
+        return kernel_timer(lib, timing_args(mod), number=settings.number, repeat=settings.repeat,
+                            min_repeat_ms=settings.min_repeat_ms)
 
     def best_module(self, operator, work_dir, cpu, threads=1):
         """The best measured schedule of `operator` in its work_dir, as a scheduled IRModule."""
@@ -325,12 +323,9 @@ def retime(entries, operator, cpu, threads=1, rounds=3, settings: MeasureSetting
     """Time every system's best again, side by side in this process, round-robin over `rounds` rounds, so
     that a disturbed moment during one system's tuning does not decide the comparison. `entries` are
     (system, work_dir or None); returns the median seconds of each."""
-    timers = in_process_timers(entries, operator, cpu, threads, settings)
-    times = [[] for _ in entries]
-    for _ in range(rounds):
-        for i, timer in enumerate(timers):
-            times[i].append(timer())
-    return [statistics.median(t) for t in times]
+    from ..timing import medians, round_robin
+
+    return medians(round_robin(in_process_timers(entries, operator, cpu, threads, settings), rounds))
 
 
 def in_process_timers(entries, operator, cpu, threads=1, settings: MeasureSettings = MeasureSettings()) -> list:

@@ -248,7 +248,7 @@ LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depth
 
 # --- whole networks (batch of one input, NCHW as the model was exported) ----------------------------------
 
-def _latency_ms(fn, repeat=5, min_seconds=0.2):
+def latency_ms(fn, repeat=5, min_seconds=0.2):
     return [1e3 * t for t in _repeats(fn, repeat, min_seconds)]
 
 

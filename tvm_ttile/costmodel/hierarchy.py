@@ -51,7 +51,8 @@ def measure_level(cpu, nbytes: int, repeat: int = 5) -> dict:
     import numpy as np
     import tvm
 
-    from ..cpu import _stream_primfunc, check_runs_here
+    from ..cpu import stream_primfunc, check_runs_here
+    from ..timing import evaluator
 
     check_runs_here(cpu)
     dev = tvm.cpu()
@@ -61,12 +62,12 @@ def measure_level(cpu, nbytes: int, repeat: int = 5) -> dict:
     lib = tvm.compile(tvm.IRModule({"main": _chase_primfunc(elements, steps)}), target=target)
     p = tvm.runtime.tensor(chase_order(elements), dev)
     o = tvm.runtime.tensor(np.zeros(1, "int32"), dev)
-    lat = min(lib.mod.time_evaluator("main", dev, number=2, repeat=repeat)(p, o).results) / steps
+    lat = min(evaluator(lib.mod, number=2, repeat=repeat, min_repeat_ms=0)(p, o).results) / steps
     half = elements // 2 - (elements // 2) % cpu.lanes  # two arrays of half the buffer each
-    lib = tvm.compile(tvm.IRModule({"main": _stream_primfunc(cpu.lanes, half, 1)}), target=target)
+    lib = tvm.compile(tvm.IRModule({"main": stream_primfunc(cpu.lanes, half, 1)}), target=target)
     a = tvm.runtime.tensor(np.ones(half, "float32"), dev)
     b = tvm.runtime.tensor(np.zeros(half, "float32"), dev)
-    secs = min(lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=20)(a, b).results)
+    secs = min(evaluator(lib.mod, repeat=repeat, min_repeat_ms=20)(a, b).results)
     return {"bytes": nbytes, "latency_ns": lat * 1e9, "bandwidth_gbs": 2 * 4 * half / secs / 1e9}
 
 

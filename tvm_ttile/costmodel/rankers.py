@@ -30,11 +30,10 @@ class Ranker:
     LEARNS = False  # refits on the layer's measurements (takes the options model and online)
 
     def __init__(self, ctx: CostContext, **options):
-        unknown = set(options) - set(self.OPTIONS)
-        if unknown:
-            raise TTileError(f"ranker {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
+        from ..options import resolve as resolve_options
+
         self.ctx = ctx
-        self.options = {k: options.get(k, default) for k, (default, _) in self.OPTIONS.items()}
+        self.options = resolve_options(self.OPTIONS, options, f"ranker {self.NAME!r}")
         self._computed: dict = {}
 
     def per_scheme(self, problem, scheme, compute):

@@ -23,6 +23,8 @@ import time
 import numpy as np
 
 from ..errors import TTileError
+from ..evaluation.stats import spearman
+from ..timing import CACHE_STATES, kernel_timer, round_robin
 
 # tune-model --in-network-top: off by default. On ResNet-18 (Zen 4, 1 and 2 threads) the builds of the in-network
 # picks among each task's 5 best ran level with tuning's picks (benchmarks/results/in_network_zen4/NOTES.md): the
@@ -103,23 +105,7 @@ def run_instrumented(vm, hook, x) -> None:
         vm.set_instrument(None)
 
 
-ALONE_STATES = ("hot", "flushed", "weights_flushed")  # the caches a function alone is timed in (_evaluators)
-
-
-def _evaluators(lib, symbol: str, repeat: int) -> dict:
-    """time_evaluators of `symbol` for each of ALONE_STATES: hot (calls repeated for at least 2 ms per repeat);
-    one call per repeat with the caches flushed before it but for the first argument (the input), as tune-model
-    --cache-flush on; one call per repeat with only the weights and the output flushed, the input and residuals
-    kept, as --cache-flush weights (measure.flush_but_activations)."""
-    import tvm
-
-    from ..measure import flush_but_activations_name
-
-    return {"hot": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=2),
-            "flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
-                                          f_preproc="cache_flush_cpu_non_first_arg"),
-            "weights_flushed": lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat,
-                                                  f_preproc=flush_but_activations_name())}
+ALONE_STATES = CACHE_STATES  # the caches a function alone is timed in (timing.evaluator)
 
 
 def task_symbol(calls: dict, task_name: str):
@@ -232,16 +218,11 @@ class InNetworkTimer:
 
 def time_alone(libs, scheduled_mods, rounds: int = 7, state: str = "hot") -> list:
     """[[seconds per round] per candidate]: each candidate alone on random arguments, `rounds` round-robin
-    rounds of a median of 5, in the caches of `state` (one of ALONE_STATES, _evaluators)."""
+    rounds of a median of 5, in the caches of `state` (one of ALONE_STATES, timing.evaluator)."""
     from ..measure import timing_args
 
-    evaluators = [(_evaluators(lib, _entry_name(lib), 5)[state], timing_args(m))
-                  for lib, m in zip(libs, scheduled_mods)]
-    out = [[] for _ in libs]
-    for _ in range(rounds):
-        for j, (f, args) in enumerate(evaluators):
-            out[j].append(statistics.median(f(*args).results))
-    return out
+    return round_robin([kernel_timer(lib, timing_args(m), _entry_name(lib), state=state, repeat=5)
+                        for lib, m in zip(libs, scheduled_mods)], rounds)
 
 
 def captured_calls(executable, vm, x, copy: bool = False, first_only: bool = False) -> list:
@@ -268,14 +249,13 @@ def captured_calls(executable, vm, x, copy: bool = False, first_only: bool = Fal
 def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     """{symbol: {"hot_s", "flushed_s", "weights_flushed_s"}}: every compiled function the network `vm` (running
     `executable`) calls, timed alone on copies of the arguments it gets in an inference (its first call), in each
-    of ALONE_STATES (_evaluators), medians of `repeat` calls. With the same functions timed inside the network
+    of ALONE_STATES (timing.evaluator), medians of `repeat` calls. With the same functions timed inside the network
     (network.profile), the difference splits into what cold operands cost and the rest."""
     lib = executable.mod.imports[0]
     args = {symbol: a for symbol, _, a in captured_calls(executable, vm, x, copy=True, first_only=True)}
     out = {}
     for symbol, a in args.items():
-        out[symbol] = {f"{state}_s": statistics.median(f(*a).results)
-                       for state, f in _evaluators(lib, symbol, repeat).items()}
+        out[symbol] = {f"{state}_s": kernel_timer(lib, a, symbol, state=state, repeat=repeat)() for state in ALONE_STATES}
     return out
 
 
@@ -369,26 +349,6 @@ def weight_bytes(task_mod) -> int:
 
 
 STATES = ("tuning_s", *(f"alone_{state}_s" for state in ALONE_STATES))  # the rankings compared with in_network_s
-
-
-def _ranks(values) -> list:
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    for r, i in enumerate(order):
-        ranks[i] = float(r)
-    return ranks
-
-
-def spearman(a, b) -> float:
-    """Rank correlation of two lists (no ties expected in timings)."""
-    ra, rb = _ranks(a), _ranks(b)
-    n = len(a)
-    if n < 2:
-        return float("nan")
-    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    var = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return cov / var if var else float("nan")
 
 
 def ranking_summary(picks: dict) -> dict:

@@ -7,10 +7,12 @@ import time
 import numpy as np
 import tvm
 
+from ..timing import evaluator
+
 
 def latency(vm, x, repeat: int = 15, min_repeat_ms: int = 200) -> dict:
     """End-to-end latency in ms: median, min, max and interquartile range over `repeat` repeats."""
-    f = vm.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    f = evaluator(vm, "main", repeat=repeat, min_repeat_ms=min_repeat_ms)
     return spread([1e3 * s for s in f(tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu())).results])
 
 

@@ -21,6 +21,7 @@ from ..measure import MeasureSettings, default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
                             ttile_problem)
 from ..relax import extract_tasks
+from ..progress import Progress, Silent
 from ..tune import run_tuner
 from ..workdir import WorkDir
 from .build import verify_against_untuned
@@ -129,6 +130,7 @@ class NetworkRun:
     earlier: dict = dataclasses.field(default_factory=dict)  # Problem -> earlier forms' modules (earlier_forms)
     twins_of: dict = dataclasses.field(default_factory=dict)  # Problem -> the task modules of it tuned so far
     measurer: dict = dataclasses.field(default_factory=dict)  # one builder and runner, made when first needed
+    label: str = ""  # where the task being tuned stands in the run, before its bar's label
 
     # (the context's fields, as the policies read them)
     cpu = property(lambda self: self.context.cpu)
@@ -148,7 +150,7 @@ class NetworkRun:
         tuning, self.database = run_tuner(task.flops, task.mod, self.target, task_dir, self.database, trials, space,
                                           strategy, cost_model, self.seed, self.settings, threads=self.threads,
                                           trials_per_iter=per_iter, progress=progress, verbose=self.verbose,
-                                          label=label, cpu=self.cpu, **self.measurer)
+                                          label=self.label + label, cpu=self.cpu, **self.measurer)
         return tuning
 
 
@@ -240,8 +242,14 @@ def tune_network(mod, context: Context | None = None, *, work_dir: str | None = 
     if winograd if winograd is not None else wg.DEFAULT == "on":
         tasks += winograd_tasks(mod, ctx)
     run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
+    # Where the whole run is: task i of n, and the time the tasks left should take at the pace so far.
+    overall = Progress(len(tasks), "network", unit="task") if progress else Silent()
     for i, task in enumerate(tasks):
+        overall.describe(f"network, task {i + 1} of {len(tasks)}")
+        run.label = f"[{i + 1}/{len(tasks)}] "
         results.append(_tune_task(run, task, os.path.join(ctx.work_dir, "tasks", f"{i:02d}-{task.name}")))
+        overall.update()
+    overall.close()
     choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, ctx)
     structured = [r for r in results if create_policy(r.policy).structured]
     failed = [r for r in structured if not r.trials]

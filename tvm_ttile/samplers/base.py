@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 from ..errors import TTileError
+from ..options import as_type_of, check_choice, check_share, resolve as resolve_options  # noqa: F401 (as_type_of: re-exported)
 from ..scheme import LAMBDA, Scheme
 from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, fold_into_reuse, remaining, scheme_of
 
@@ -72,24 +73,13 @@ class Sampler:
         return {**COMMON_OPTIONS, **cls.OPTIONS}
 
     def __init__(self, seed: int | None = 0, **options):
-        spec = self.all_options()
-        unknown = set(options) - set(spec)
-        if unknown:
-            raise TTileError(f"sampler {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(spec)}")
-        self.options = {k: as_type_of(default, options.get(k, default), k, f"sampler {self.NAME!r}")
-                        for k, (default, _) in spec.items()}
-        if self.options["parallel"] not in ("any",) + PARALLEL_KINDS:
-            raise TTileError(f"sampler option 'parallel' is one of any, {', '.join(PARALLEL_KINDS)}; "
-                             f"got {self.options['parallel']!r}")
-        if self.options["parallel_dims"] not in PARALLEL_DIMS:
-            raise TTileError(f"sampler option 'parallel_dims' is one of {', '.join(PARALLEL_DIMS)}; "
-                             f"got {self.options['parallel_dims']!r}")
-        if self.options["choice_draw"] not in CHOICE_DRAWS:
-            raise TTileError(f"sampler option 'choice_draw' is one of {', '.join(CHOICE_DRAWS)}; "
-                             f"got {self.options['choice_draw']!r}")
+        owner = f"sampler {self.NAME!r}"
+        self.options = resolve_options(self.all_options(), options, owner)
+        check_choice(self.options, "parallel", ("any",) + PARALLEL_KINDS, owner)
+        check_choice(self.options, "parallel_dims", tuple(PARALLEL_DIMS), owner)
+        check_choice(self.options, "choice_draw", tuple(CHOICE_DRAWS), owner)
         for name in ("pad", "in_place"):
-            if not 0 <= self.options[name] <= 1:
-                raise TTileError(f"sampler option {name!r} is a share in [0, 1], got {self.options[name]}")
+            check_share(self.options, name, owner)
         self.seed = seed
         self.rng = random.Random(seed)
 
@@ -256,22 +246,3 @@ class Sampler:
 def options_text(options: dict, sep: str = ", ") -> str:
     """Sampler options as stable text, e.g. "min_reuse=32, weights_first=0.5" (reports, work-dir names)."""
     return sep.join(f"{k}={v}" for k, v in sorted(options.items()))
-
-
-def as_type_of(default, value, name: str, owner: str):
-    """An option's value converted to its default's type (the command line gives strings and integers);
-    `owner` names whose option it is in the error ("sampler 'ttile'", "strategy 'model'")."""
-    kind = type(default)
-    try:
-        if (kind is bool) != isinstance(value, bool):  # True is no count, 1 no switch
-            raise ValueError
-        if kind is bool:
-            return value
-        if kind is int:
-            number = float(value)
-            if not number.is_integer():  # int() would quietly truncate 32.5 to 32
-                raise ValueError
-            return int(number)
-        return kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise TTileError(f"{owner} option {name!r} takes a value of type {kind.__name__}, got {value!r}") from None

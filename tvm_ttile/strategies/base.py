@@ -11,7 +11,7 @@ input is padded: which border and whether to pad by a pass depend on the scheme,
 from __future__ import annotations
 
 from ..errors import TTileError
-from ..samplers.base import as_type_of
+from ..options import check_share, resolve as resolve_options
 from ..scheme import Scheme
 
 IN_PLACE_OPTION = {"in_place_variants": (0.2, "share of the budget measured last, where a conv2d's input is padded: "
@@ -60,15 +60,8 @@ class Strategy:
         return {**cls.OPTIONS, **IN_PLACE_OPTION}
 
     def __init__(self, **options):
-        declared = self.all_options()
-        unknown = set(options) - set(declared)
-        if unknown:
-            raise TTileError(f"strategy {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(declared)}")
-        self.options = {k: as_type_of(default, options.get(k, default), k, f"strategy {self.NAME!r}")
-                        for k, (default, _) in declared.items()}
-        if not 0 <= self.options["in_place_variants"] <= 1:
-            raise TTileError(f"strategy {self.NAME!r} option 'in_place_variants' is a share in [0, 1], got "
-                             f"{self.options['in_place_variants']}")
+        self.options = resolve_options(self.all_options(), options, f"strategy {self.NAME!r}")
+        check_share(self.options, "in_place_variants", f"strategy {self.NAME!r}")
         self.queue: list = []
         self.variants = InPlaceVariants((), 0)
 

@@ -280,14 +280,9 @@ class NeighbourhoodSearch:
     START = {"start": ("given", "given: the landscape's start (the paper's s0); random: a random state")}
 
     def __init__(self, landscape: Landscape, seed: int = 0, **options):
-        from ..errors import TTileError
-        from ..samplers.base import as_type_of
+        from ..options import resolve as resolve_options
 
-        unknown = set(options) - set(self.OPTIONS)
-        if unknown:
-            raise TTileError(f"search {self.NAME!r} has no option(s) {sorted(unknown)}; it has {sorted(self.OPTIONS)}")
-        self.options = {k: as_type_of(d, options.get(k, d), k, f"search {self.NAME!r}")
-                        for k, (d, _) in self.OPTIONS.items()}
+        self.options = resolve_options(self.OPTIONS, options, f"search {self.NAME!r}")
         self.land, self.seed = landscape, seed
         self.rng = random.Random(seed)
         self.visited: dict = {}  # key -> seconds (inf: failed)
