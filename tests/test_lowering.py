@@ -8,7 +8,7 @@ import pytest
 import tvm
 
 from kernels import conv_kept, depthwise_kept, matmul_kept
-from tvm_ttile.lowering import lower, problem_of, register_by_name, scheme_of_schedule
+from tvm_ttile.lowering import LoweringOptions, lower, problem_of, register_by_name, scheme_of_schedule
 from tvm_ttile.microkernels.spec import Microkernel
 from tvm_ttile.operators import Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import make_sampler
@@ -279,7 +279,7 @@ def test_weight_prefetch(host, text):
     func = op.prim_func(L).with_attr("layout_free_buffers", [1])
     ir = {}
     for distance in (None, 16, 0):
-        lowered = lower(problem, scheme, func, prefetch=distance)
+        lowered = lower(problem, scheme, func, options=LoweringOptions(prefetch=distance))
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
         lib = build_module(lowered.sch.mod, host.target())
@@ -304,7 +304,7 @@ def test_conv2d_weight_prefetch_covers_every_tap(host):
     scheme = Scheme.parse("[T(6,h),T(8,c),U(3,s),U(3,r),U(6,w),U(2,k),V(k)]")
     counts = {}
     for distance in (4, 0):
-        lowered = lower(problem, scheme, op.prim_func(L), prefetch=distance)
+        lowered = lower(problem, scheme, op.prim_func(L), options=LoweringOptions(prefetch=distance))
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
         lib = build_module(lowered.sch.mod, host.target())
@@ -329,7 +329,7 @@ def test_accumulators_start_at_zero_only_where_a_call_holds_the_whole_reduction(
     op = Matmul(M=6, N=4 * L, K=16)
     problem = Problem.from_operator(op, L, host.isa.name)
     for allowed in (True, False):
-        lowered = lower(problem, Scheme.parse(text), op.prim_func(L), zero_start=allowed)
+        lowered = lower(problem, Scheme.parse(text), op.prim_func(L), options=LoweringOptions(zero_start=allowed))
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
         name = lowered.intrinsics[0]
@@ -349,7 +349,7 @@ def test_vector_init_stores_whole_vectors_and_stays_right(host, kind, case):
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     for scheme in make_sampler("ttile", seed=case).sample_many(Space(problem, kept_of(host.isa.name, host.lanes)), 2):
         for vector_init in (False, True):
-            lowered = lower(problem, scheme, op.prim_func(host.lanes), vector_init=vector_init, skip_dead_init=False)
+            lowered = lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(vector_init=vector_init, skip_dead_init=False))
             got, ref = run(op, lowered.sch.mod, host.target())
             assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
             sch = lowered.sch
@@ -407,7 +407,7 @@ def test_dead_init_skipped_on_drawn_schemes_stays_right(host, kind, case):
     op = make(rng, host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     for scheme in make_sampler("ttile", seed=case).sample_many(Space(problem, kept_of(host.isa.name, host.lanes)), 3):
-        lowered = lower(problem, scheme, op.prim_func(host.lanes), skip_dead_init=True)
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(skip_dead_init=True))
         got, ref = run(op, lowered.sch.mod, host.target())
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
 
@@ -420,7 +420,7 @@ def test_depthwise_input_copy_in_whole_vectors_stays_right(host, case):
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     space = Space(problem, depthwise_kept(host.isa.name, host.lanes))
     for scheme in make_sampler("ttile", seed=case).sample_many(space, 3):
-        lowered = lower(problem, scheme, op.prim_func(host.lanes), vector_copy=True)
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(vector_copy=True))
         assert not any("not vectorized" in n for n in lowered.notes), lowered.notes
         got, ref = run(op, lowered.sch.mod, host.target())
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
@@ -437,11 +437,11 @@ def test_input_copy_made_anywhere_stays_right(host, kind, copy_at):
     op = make(random.Random(5100 + sum(map(ord, kind + copy_at))), host.lanes)
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     for scheme in make_sampler("ttile", seed=7).sample_many(Space(problem, kept(host.isa.name, host.lanes)), 2):
-        lowered = lower(problem, scheme, op.prim_func(host.lanes), copy_at=copy_at)
+        lowered = lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(copy_at=copy_at))
         got, ref = run(op, lowered.sch.mod, host.target())
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), scheme.text
     with pytest.raises(TTileError, match="copy_at='c'"):
-        lower(problem, scheme, op.prim_func(host.lanes), copy_at="c")
+        lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(copy_at="c"))
 
 
 def _llvm_ir(module) -> str:
@@ -492,7 +492,7 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     """read_in_place: a depthwise tile whose window lies inside the input skips its padded copy and its
     microkernels read the input itself; border tiles read it too, each load guarded by the copy's condition, where
     channels are whole vectors (else, and with border="copy", they copy their window). The result matches numpy
-    every way, the rewrite is applied once whatever the number of passes, lower(read_in_place=False) marks
+    every way, the rewrite is applied once whatever the number of passes, lower(options=LoweringOptions(read_in_place=False)) marks
     nothing, and by default the copy goes where it copies the fewest elements (per channel tile or per tensorized
     region): none with guarded borders."""
     import re
@@ -503,13 +503,12 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     problem = Problem.from_operator(op, host.lanes, host.isa.name)
     scheme = Scheme.parse(text)
     for border in ("guard", "copy"):
-        copied = {at: read_in_place.copied_elements(lower(problem, scheme, op.prim_func(host.lanes), copy_at=at,
-                                                          border=border).sch.mod["main"])
+        copied = {at: read_in_place.copied_elements(lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(copy_at=at, border=border)).sch.mod["main"])
                   for at in ("k", "inner", None)}
         assert copied[None] == min(copied["k"], copied["inner"]), (border, copied)  # the place that copies least
         assert (copied[None] == 0) == (border == "guard" and not problem.vector_pad), (border, copied)
     whole_rows = "Lambda" in text or "U(7,w)" in text  # no tile inside the input
-    marked = lower(problem, scheme, op.prim_func(host.lanes), copy_at="inner", border="copy").sch.mod
+    marked = lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(copy_at="inner", border="copy")).sch.mod
     assert read_in_place.ANNOTATION in marked.script()
     once = read_in_place.apply(marked)
     branches = len(re.findall(r"^\s+if .*:$", once.script(), re.M))
@@ -520,11 +519,10 @@ def test_depthwise_tiles_inside_the_input_read_it_in_place(host, op, text):
     assert bool(re.search(r"T\.fma\(T\.(if_then_else|Broadcast)", guarded["main"].script())) == (not problem.vector_pad)
     assert read_in_place.apply(guarded).same_as(guarded)
     for mod in (marked, lower(problem, scheme, op.prim_func(host.lanes)).sch.mod,
-                lower(problem, scheme, op.prim_func(host.lanes), read_in_place=False).sch.mod):
+                lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(read_in_place=False)).sch.mod):
         got, ref = run(op, mod, host.target())  # tvm.compile: the pass is in TVM's pipeline
         assert np.allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0)), text
-    assert read_in_place.ANNOTATION not in lower(problem, scheme, op.prim_func(host.lanes),
-                                                 read_in_place=False).sch.mod.script()
+    assert read_in_place.ANNOTATION not in lower(problem, scheme, op.prim_func(host.lanes), options=LoweringOptions(read_in_place=False)).sch.mod.script()
 
 
 def _conv_with_identity_copy(op):

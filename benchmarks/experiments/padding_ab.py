@@ -40,7 +40,7 @@ def main():
     from tvm_ttile.timing import kernel_timer, round_robin
 
     from tvm_ttile.cpu import detect_host, peak
-    from tvm_ttile.lowering import lower
+    from tvm_ttile.lowering import LoweringOptions, lower
     from tvm_ttile.operators import Matmul
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.space import Problem
@@ -53,7 +53,7 @@ def main():
             op = Matmul(M, N, K)
             text = "[" + (pads or "") + (LOOPS if pads is not None else LOOPS.replace("T(1024,k)", f"T({K},k)")) + "]"
             problem = Problem.from_operator(op, host.lanes, host.isa.name)
-            lib = tvm.compile(lower(problem, Scheme.parse(text), op.prim_func(host.lanes), prefetch=pf).sch.mod,
+            lib = tvm.compile(lower(problem, Scheme.parse(text), op.prim_func(host.lanes), options=LoweringOptions(prefetch=pf)).sch.mod,
                               target=host.target())
             a, b = op.random_inputs()
             out = tvm.runtime.tensor(np.zeros(op.output_shape, np.float32), dev)

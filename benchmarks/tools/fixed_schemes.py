@@ -59,7 +59,7 @@ def main():
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.baselines import get_system, in_process_timers, work_dir_for
-    from tvm_ttile.lowering import lower, problem_of
+    from tvm_ttile.lowering import LoweringOptions, lower, problem_of
     from tvm_ttile.measure import build_module, timing_args
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
@@ -94,7 +94,7 @@ def main():
         for variant in variants:
             func = op.prim_func(cpu.lanes)
             lowered = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(text), func, threads=threads,
-                            **VARIANTS[variant])
+                            options=LoweringOptions(**VARIANTS[variant]))
             mod = lowered.sch.mod
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel

@@ -51,7 +51,7 @@ def main():
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.baselines import best_module, work_dir_for
     from tvm_ttile.baselines.libraries import LIBRARIES
-    from tvm_ttile.lowering import lower, problem_of, scheme_of_schedule
+    from tvm_ttile.lowering import LoweringOptions, lower, problem_of, scheme_of_schedule
     from tvm_ttile.measure import build_module, timing_args
     from tvm_ttile.scheme import Scheme
     from tvm_ttile.tune import verify
@@ -90,7 +90,7 @@ def main():
         for label, kwargs in variants.items():
             func = op.prim_func(cpu.lanes)
             mod = lower(problem_of(func, cpu.isa.name, cpu.lanes), Scheme.parse(scheme), func, threads=threads,
-                        **kwargs).sch.mod
+                        options=LoweringOptions(**kwargs)).sch.mod
             ok, err = verify(op, mod, target)
             if not ok:  # no time is reported for a wrong kernel
                 sys.exit(f"{layer}, {label}: output differs from numpy by {err}")

@@ -53,7 +53,7 @@ def main():
     for _, text, steps in wanted:
         sch = tvm.s_tir.Schedule(task.mod)
         try:
-            lowering.lower(problem, Scheme.parse(text), sch, threads=args.threads, prefetch=steps)
+            lowering.lower(problem, Scheme.parse(text), sch, threads=args.threads, options=lowering.LoweringOptions(prefetch=steps))
         except Exception as e:  # noqa: BLE001 - a bad scheme is named, not a traceback
             sys.exit(f"{text}: {str(e).splitlines()[0]}")
         ok, err = nw.verify_against_untuned(task.mod, sch.mod, net.target)
