@@ -24,6 +24,8 @@ import os
 
 import numpy as np
 
+from .workdir import WorkDir
+
 #: Block annotation (on the GEMM block) naming a Winograd function's convolution: WinogradConv.key.
 MARK = "tvm_ttile.winograd"
 #: Output tile sizes tried per layer (m = 6 loses accuracy in fp32 and grows U 7x).
@@ -402,7 +404,7 @@ def _eligible(call):
     return WinogradConv(N, H, W, C, int(ws[3]), tuple(pads), 0)
 
 
-CHOICES = "winograd.json"  # in a network's work dir: {layer: {"m": m or 0, "direct_ms": ..., "winograd_ms": {m: ...}}}
+CHOICES = WorkDir.WINOGRAD  # in a network's work dir: the per-layer choices
 
 
 def choose(timed: list) -> dict:
@@ -432,7 +434,7 @@ def save_choices(work_dir: str, choices: dict) -> None:
     import json
     import os
 
-    path = os.path.join(work_dir, CHOICES)
+    path = WorkDir(work_dir).winograd
     with open(path + ".tmp", "w") as f:
         json.dump(choices, f, indent=1)
     os.replace(path + ".tmp", path)  # never half written
@@ -442,7 +444,7 @@ def saved_choices(work_dir: str) -> dict:
     """work_dir's choices file as tune_network saved it (the forms' times too), {} when there is none."""
     import json
 
-    path = os.path.join(work_dir, CHOICES)
+    path = WorkDir(work_dir).winograd
     if not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -456,7 +458,7 @@ def load_choices(work_dir: str) -> dict:
     import logging
     import os
 
-    path = os.path.join(work_dir, CHOICES)
+    path = WorkDir(work_dir).winograd
     if not os.path.exists(path):
         return {}
     try:

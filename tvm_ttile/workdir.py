@@ -33,6 +33,12 @@ class WorkDir:
     AUTOMCL = "automcl.json"  # AutoMCL's result (baselines.AutoMCL)
     REPORT_JSON, REPORT_MD = "report.json", "report.md"  # tune-model's report
     WORKLOADS, RECORDS = "database_workload.json", "database_tuning_record.json"  # MetaSchedule's database
+    # A network's work dir: one work dir per task, MetaSchedule's own network, AutoMCL's dense shapes, the
+    # Winograd choices, the in-network picks and the log of every candidate timed there.
+    TASKS, METASCHEDULE, AUTOMCL_DENSE = "tasks", "metaschedule", "automcl"
+    WINOGRAD = "winograd.json"  # {layer: {"m": m or 0, "direct_ms": ..., "winograd_ms": {m: ...}}}
+    IN_NETWORK, IN_NETWORK_LOG = "in_network", "in_network.jsonl"
+    AUTOMCL_PARTIAL = "automcl_partial.json"  # per compute: its measured configurations, as each compute finishes
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -48,6 +54,19 @@ class WorkDir:
     report_md = property(lambda self: self.file(self.REPORT_MD))
     workloads = property(lambda self: self.file(self.WORKLOADS))
     records = property(lambda self: self.file(self.RECORDS))
+    metaschedule = property(lambda self: self.file(self.METASCHEDULE))
+    winograd = property(lambda self: self.file(self.WINOGRAD))
+    in_network = property(lambda self: self.file(self.IN_NETWORK))
+    in_network_log = property(lambda self: self.file(self.IN_NETWORK_LOG))
+    automcl_partial = property(lambda self: self.file(self.AUTOMCL_PARTIAL))
+
+    def task(self, index: int, name: str) -> str:
+        """The work dir of a network's task, by its place and name in the network."""
+        return os.path.join(self.path, self.TASKS, f"{index:02d}-{name}")
+
+    def dense(self, M: int, K: int, N: int, suffix: str = "") -> str:
+        """AutoMCL's file (suffix ".json") or work dir of a network's dense shape."""
+        return os.path.join(self.path, self.AUTOMCL_DENSE, f"{M}x{K}x{N}{suffix}")
 
 
 # The settings fields that change what a timing means (not how many candidates are re-timed, or build workers).

@@ -13,7 +13,9 @@ import dataclasses
 import json
 import os
 
-DIR = "automcl"  # in the network's work_dir: one JSON per dense shape
+from ..workdir import WorkDir
+
+DIR = WorkDir.AUTOMCL_DENSE  # in the network's work_dir: one JSON per dense shape
 MARK = "tvm_ttile.automcl"  # PrimFunc attribute: a tuned AutoMCL kernel, not a MetaSchedule task
 
 
@@ -29,7 +31,7 @@ def dense_shapes(mod) -> dict:
 
 
 def _record_path(work_dir, M, K, N):
-    return os.path.join(work_dir, DIR, f"{M}x{K}x{N}.json")
+    return WorkDir(work_dir).dense(M, K, N, ".json")
 
 
 def tune_dense(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None) -> list:
@@ -51,7 +53,7 @@ def tune_dense(mod, cpu, work_dir, trials, threads=1, seed=0, settings=None) -> 
             op = Matmul(M, N, K, dense=True, name=f"dense_{M}x{K}x{N}")
             try:
                 res = tune_automcl(op, cpu, trials=trials, seed=seed, settings=settings or MeasureSettings(),
-                                   threads=threads, work_dir=os.path.join(work_dir, DIR, f"{M}x{K}x{N}"))
+                                   threads=threads, work_dir=WorkDir(work_dir).dense(M, K, N))
             except TTileError as e:  # reported, and the layer stays with the network's other policies
                 out.append(((M, K, N), calls, {"error": str(e)}))
                 continue
@@ -80,7 +82,7 @@ def apply_dense(mod, work_dir):
         # Opaque: FuseOps must not fuse the epilogue into an already scheduled kernel.
         return func.with_attrs({"op_pattern": 8, "tir.is_scheduled": True, MARK: saved["compute"]})
 
-    if not os.path.isdir(os.path.join(work_dir, DIR)):
+    if not os.path.isdir(WorkDir(work_dir).file(DIR)):
         return mod, 0
     return _rewrite(mod, kernel)
 

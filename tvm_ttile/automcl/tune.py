@@ -10,6 +10,7 @@ import time
 from ..errors import TTileError
 from ..measure import MeasureSettings
 from ..tune import verify
+from ..workdir import WorkDir
 from .computes import schedule
 from .space import COMPUTES, CacheModel, build_space
 from .tuner import auto_config, measure_configs
@@ -95,14 +96,14 @@ def tune_automcl(op, cpu=None, trials: int = 48, seed: int = 0, classifier="auto
                          time.time() - start, ok, err, curve)
 
 
-PARTIAL_FILE = "automcl_partial.json"  # per compute: its measured configurations, as each compute finishes
+PARTIAL_FILE = WorkDir.AUTOMCL_PARTIAL  # per compute: its measured configurations, as each compute finishes
 
 
 def _load_partial(work_dir, trials, model, seed) -> dict:
     import json
     import os
 
-    path = os.path.join(work_dir, PARTIAL_FILE) if work_dir else None
+    path = WorkDir(work_dir).automcl_partial if work_dir else None
     if not path or not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -116,5 +117,5 @@ def _save_partial(work_dir, trials, model, seed, done) -> None:
 
     if work_dir:
         os.makedirs(work_dir, exist_ok=True)
-        with open(os.path.join(work_dir, PARTIAL_FILE), "w") as f:
+        with open(WorkDir(work_dir).automcl_partial, "w") as f:
             json.dump({"key": [trials, model, seed], "computes": done}, f)

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..errors import TTileError
+from ..workdir import WorkDir
 from ..evaluation.stats import spearman
 from ..timing import CACHE_STATES, kernel_timer, round_robin
 
@@ -259,12 +260,12 @@ def alone_times(executable, vm, x, repeat: int = 15) -> dict:
     return out
 
 
-IN_NETWORK_DIR = "in_network"  # in a work dir: a MetaSchedule database of the in-network picks
-IN_NETWORK_LOG = "in_network.jsonl"  # every candidate timed in the network, alone hot and alone flushed
+IN_NETWORK_DIR = WorkDir.IN_NETWORK  # in a work dir: a MetaSchedule database of the in-network picks
+IN_NETWORK_LOG = WorkDir.IN_NETWORK_LOG  # every candidate timed in the network, alone hot and alone flushed
 
 
 def picks_path(work_dir: str) -> str:
-    return os.path.join(work_dir, IN_NETWORK_DIR)
+    return WorkDir(work_dir).in_network
 
 
 def forget_picks(work_dir: str) -> None:
@@ -328,7 +329,7 @@ def pick_in_network(vm, tasks, database, target, x, work_dir: str, top: int = 5,
         picks.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, [float(v) for v in samples[name][best]],
                                                             rec.target, rec.args_info))
         out[name] = entry
-    append_journal(os.path.join(work_dir, IN_NETWORK_LOG), {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    append_journal(WorkDir(work_dir).in_network_log, {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
                                                             "rounds": rounds, "top": top, "tasks": out})
     forget_picks(work_dir)
     os.replace(tmp, picks_path(work_dir))

@@ -179,7 +179,7 @@ def metaschedule_network(net, ctx: Context, trials: int, executables: dict, outp
     # MetaSchedule gets the network as TVM prepares it: padding outputs to whole vectors is tvm_ttile's choice
     # (and MetaSchedule's schedules of the padded network's sliced tasks computed wrong results on MobileNet-v2).
     ms_mod = prepare(net.mod, ctx.cpu, whole_vectors=False)
-    db, secs = tune_network_metaschedule(ms_mod, ctx.cpu, os.path.join(ctx.work_dir, "metaschedule"), trials,
+    db, secs = tune_network_metaschedule(ms_mod, ctx.cpu, ctx.dirs.metaschedule, trials,
                                          ctx.threads, ctx.seed, prepack=ctx.prepack,
                                          settings=MeasureSettings().with_confirm_top(ctx.settings.confirm_top))
     executables["metaschedule"] = build_executable(ms_mod, db, ctx)

@@ -247,7 +247,7 @@ def tune_network(mod, context: Context | None = None, *, work_dir: str | None = 
     for i, task in enumerate(tasks):
         overall.describe(f"network, task {i + 1} of {len(tasks)}")
         run.label = f"[{i + 1}/{len(tasks)}] "
-        results.append(_tune_task(run, task, os.path.join(ctx.work_dir, "tasks", f"{i:02d}-{task.name}")))
+        results.append(_tune_task(run, task, ctx.dirs.task(i, task.name)))
         overall.update()
     overall.close()
     choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, ctx)
