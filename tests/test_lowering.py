@@ -8,7 +8,9 @@ import pytest
 import tvm
 
 from kernels import conv_kept, depthwise_kept, matmul_kept
-from tvm_ttile.lowering import LoweringOptions, lower, problem_of, register_by_name, scheme_of_schedule
+from tvm_ttile.lowering import LoweringOptions, lower, problem_of, scheme_of_schedule
+from tvm_ttile.microkernels.no_init import NO_INIT
+from tvm_ttile.tails import register_by_name
 from tvm_ttile.microkernels.spec import Microkernel
 from tvm_ttile.operators import Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import make_sampler
@@ -237,7 +239,7 @@ def test_layout_free_weights_are_packed(host, kind, text):
     """A function whose weights are marked layout-free (as Relax marks constants) gets a packing block that
     MetaSchedule's builder drops: with it the function is right on plain weights, without it on weights
     packed as numpy packs them; the intrinsic names carry the block size so a fresh process re-registers them."""
-    from tvm_ttile.lowering import LAYOUT_REWRITE, pack_block
+    from tvm_ttile.packing import LAYOUT_REWRITE, pack_block
     from tvm_ttile.measure import build_module
 
     L = host.lanes
@@ -268,7 +270,8 @@ def test_weight_prefetch(host, text):
     """Matmul microkernels prefetch their weights `prefetch` steps ahead (default WEIGHT_PREFETCH): the generated
     code holds llvm.prefetch calls (none with prefetch=0), stays right, and its intrinsic names carry the
     distance, so that a fresh process registers the same code from a database."""
-    from tvm_ttile.lowering import WEIGHT_PREFETCH, _parse_tail_name
+    from tvm_ttile.lowering import WEIGHT_PREFETCH
+    from tvm_ttile.tails import _parse_tail_name
     from tvm_ttile.measure import build_module
     from tvm_ttile.microkernels import intrin
 
@@ -322,7 +325,7 @@ def test_accumulators_start_at_zero_only_where_a_call_holds_the_whole_reduction(
     """The zero-start variant (no load of the output tile the init has just zeroed) is chosen exactly where each
     tensorized call covers the whole reduction; either way the result is right (the output starts as NaN), and
     a fresh process registers the variant from its name."""
-    from tvm_ttile.lowering import _parse_tail_name
+    from tvm_ttile.tails import _parse_tail_name
     from tvm_ttile.microkernels import intrin
 
     L = host.lanes
@@ -367,7 +370,6 @@ def test_vector_init_stores_whole_vectors_and_stays_right(host, kind, case):
 def test_dead_init_skipped_only_where_zero_start_calls_write_its_whole_tile(host, text, dead):
     """skip_dead_init replaces the reduction's init by nothing exactly where zero-start microkernels overwrite
     its whole tile; the output starts as NaN, so an element left unwritten would show."""
-    from tvm_ttile.microkernels import intrin
 
     L = host.lanes
     op = Matmul(M=6, N=4 * L, K=16)
@@ -375,7 +377,7 @@ def test_dead_init_skipped_only_where_zero_start_calls_write_its_whole_tile(host
     lowered = lower(problem, Scheme.parse(text), op.prim_func(L))  # skip_dead_init is the default
     got, ref = run(op, lowered.sch.mod, host.target())
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
-    skipped = [n for n in lowered.intrinsics if n.startswith(intrin.NO_INIT)]
+    skipped = [n for n in lowered.intrinsics if n.startswith(NO_INIT)]
     assert bool(skipped) == dead, lowered.intrinsics
     for name in skipped:
         register_by_name(name)
@@ -385,7 +387,6 @@ def test_dead_init_skipped_only_where_zero_start_calls_write_its_whole_tile(host
 def test_dead_init_skipped_where_the_output_index_is_offset(host, threads):
     """A grouped conv2d writes output channel group * K/G + k: the init's tile is still a plain tile (each loop
     moves one index by 1), so its dead init is dropped, with and without a parallel loop above it."""
-    from tvm_ttile.microkernels import intrin
 
     L = host.lanes
     op = Conv2d(K=4 * L, C=6, H=6, W=6, R=3, S=3, pad=1, groups=2)
@@ -393,7 +394,7 @@ def test_dead_init_skipped_where_the_output_index_is_offset(host, threads):
     text = "[Par(6,w),T(2,k),T(3,h),T(3,c),U(3,s),U(3,r),U(2,h),V(k)]" if threads > 1 else \
         "[T(6,w),T(2,k),T(3,h),T(3,c),U(3,s),U(3,r),U(2,h),V(k)]"
     lowered = lower(problem, Scheme.parse(text), op.prim_func(L), threads=threads)
-    assert not lowered.notes and any(n.startswith(intrin.NO_INIT) for n in lowered.intrinsics), lowered
+    assert not lowered.notes and any(n.startswith(NO_INIT) for n in lowered.intrinsics), lowered
     got, ref = run_against_reference(op, lowered.sch.mod, host.target(threads), seed=1)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))
 

@@ -62,14 +62,14 @@ def test_weights_only_flush_keeps_the_input_and_residuals_in_cache(host, conv, t
     runner's worker registers that flush itself, and the work dir's key names it (other keys stay as they were)."""
     import dataclasses
 
-    from tvm_ttile import measure
+    from tvm_ttile import timing
     from tvm_ttile.network import CACHE_STATES
     from tvm_ttile.workdir import work_key
 
     shapes = [(1, 8, 8, 16), (3, 3, 16, 16), (1, 1, 1, 16), (1, 8, 8, 16), (1, 8, 8, 16)]
     args = [tvm.runtime.tensor(np.ones(s, "float32")) for s in shapes]
-    assert [tuple(a.shape) for a in measure.flushed_arguments(args)] == [shapes[1], shapes[2], shapes[4]]
-    assert measure.flushed_arguments(args)[-1] is args[-1]
+    assert [tuple(a.shape) for a in timing.flushed_arguments(args)] == [shapes[1], shapes[2], shapes[4]]
+    assert timing.flushed_arguments(args)[-1] is args[-1]
     settings = CACHE_STATES["weights"]
     assert settings.flushes_weights_only and not CACHE_STATES["on"].flushes_weights_only
     assert not MeasureSettings(keep_activations=True).flushes_weights_only  # nothing flushed: nothing to keep

@@ -20,6 +20,7 @@ from .baselines import (LIBRARY_SYSTEMS, SYSTEMS, TUNERS, check_strategy_options
 from .errors import TTileError
 from .measure import MeasureSettings
 from .samplers import options_text
+from .evaluation.stats import geomean
 
 DEFAULT_SYSTEMS = ("tvm_ttile", "metaschedule", "template-xgb", "template-random", "onednn", "onnxruntime", "numpy")
 SETTINGS = MeasureSettings(number=1, repeat=5, min_repeat_ms=10)
@@ -227,7 +228,7 @@ def headline(data, baseline="metaschedule", tolerance=0.05) -> dict:
         row["beats_libraries"] = (summ[layer]["tvm_ttile"]["gflops"] >= max(libs)) if libs else None
         rows.append(row)
     ratios = [r["ratio"] for r in rows]
-    geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+    geo = geomean(ratios) if ratios else None
     return {"baseline": baseline, "tolerance": tolerance, "geomean_ratio": geo, "rows": rows,
             "beats_libraries": sum(1 for r in rows if r["beats_libraries"]),
             "with_libraries": sum(1 for r in rows if r["beats_libraries"] is not None)}
@@ -244,7 +245,7 @@ def against_libraries(data) -> dict:
         best = max(libs, key=libs.get)
         rows.append({"layer": layer, "library": best, "ratio": v["tvm_ttile"]["gflops"] / libs[best]})
     ratios = [r["ratio"] for r in rows]
-    return {"rows": rows, "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+    return {"rows": rows, "geomean": geomean(ratios) if ratios else None,
             "under_0.95": [r["layer"] for r in rows if r["ratio"] < 0.95],
             "under_0.9": [r["layer"] for r in rows if r["ratio"] < 0.9]}
 

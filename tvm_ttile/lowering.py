@@ -24,8 +24,8 @@ from .scheme import T as Tile
 from .scheme import Scheme, U, V
 from .recognize import CANONICAL, LOADS, product_of, as_schedule, canonicalize, recognize
 from .space import DIMS, REDUCTION, Problem, microkernel_of
-from .packing import LAYOUT_REWRITE, WEIGHT_INDICES, producers_of, pack_block, pack_weights, pad  # noqa: F401
-from .tails import TAIL_PREFIX, _parse_tail_name, register_by_name, register_tail, tail_name  # noqa: F401
+from .packing import pack_block, pack_weights, pad, producers_of
+from .tails import register_tail
 
 BLOCK_DIMS = CANONICAL  # the block's iterators after recognize.canonicalize (batch iterators before them)
 

@@ -13,7 +13,7 @@ import statistics
 
 from .errors import TTileError
 from .progress import Progress
-from .timing import FLUSH_BUT_ACTIVATIONS, flush_but_activations, flush_but_activations_name, flushed_arguments  # noqa: F401
+from .timing import flush_but_activations_name
 
 
 def build_module(mod, target, _params=None):

@@ -10,6 +10,7 @@ from tvm.tirx.script import builder as T
 
 from .errors import TTileError
 from .microkernels import intrin
+from .microkernels.no_init import NO_INIT, register_no_init
 from .microkernels.spec import FAMILIES, Microkernel
 from .scheme import P, Scheme, U, V
 from .space import Problem, microkernel_of
@@ -156,8 +157,8 @@ def register_by_name(name: str) -> None:
     """Register a tvm_ttile intrinsic from its name alone (used before opening a database)."""
     if TensorIntrin.get(name, allow_missing=True) is not None:
         return
-    if name.startswith(intrin.NO_INIT):
-        intrin.register_no_init(name)
+    if name.startswith(NO_INIT):
+        register_no_init(name)
     elif name.startswith(TAIL_PREFIX):
         register_tail(*_parse_tail_name(name))
     else:

@@ -12,7 +12,7 @@ import statistics
 # The caches a compiled function is timed in: hot (calls repeated for at least 2 ms per repeat); one call per
 # repeat with every argument but the first (the input) flushed, as tune-model --cache-flush on; one call per
 # repeat with only the weights and the output flushed, the input and residuals kept (--cache-flush weights).
-CACHE_STATES = ("hot", "flushed", "weights_flushed")
+CACHE_MODES = ("hot", "flushed", "weights_flushed")
 
 
 def round_robin(timers, rounds: int):
@@ -37,7 +37,7 @@ def medians(samples):
 
 def evaluator(lib, symbol: str = "main", *, state: str = "hot", number: int = 1, repeat: int = 5,
               min_repeat_ms: int | None = None):
-    """TVM's time evaluator of `symbol` in `lib` (a runtime module or VM) in cache `state` (CACHE_STATES)."""
+    """TVM's time evaluator of `symbol` in `lib` (a runtime module or VM) in cache `state` (CACHE_MODES)."""
     import tvm
 
     if state == "hot":
@@ -47,7 +47,7 @@ def evaluator(lib, symbol: str = "main", *, state: str = "hot", number: int = 1,
         return lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, f_preproc="cache_flush_cpu_non_first_arg")
     if state == "weights_flushed":
         return lib.time_evaluator(symbol, tvm.cpu(), number=1, repeat=repeat, f_preproc=flush_but_activations_name())
-    raise ValueError(f"unknown cache state {state!r}; one of {', '.join(CACHE_STATES)}")
+    raise ValueError(f"unknown cache state {state!r}; one of {', '.join(CACHE_MODES)}")
 
 
 def kernel_timer(lib, args, symbol: str = "main", **options):

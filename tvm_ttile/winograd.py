@@ -274,8 +274,8 @@ def _pack_transformed_weights(sch, gemm, size: int) -> bool:
     """U[e, nu, c, k] read as [e, nu, k / size, c, size] (size: the register tile's output channels), so that
     each (e, nu) GEMM streams its weights contiguously, block after block, instead of a `size`-wide column of
     rows K apart. Only where U is layout-free (a network's constant: the copy is done once at build time, as
-    lowering.pack_weights does for the direct kernels); returns whether it was."""
-    from .lowering import LAYOUT_REWRITE
+    packing.pack_weights does for the direct kernels); returns whether it was."""
+    from .packing import LAYOUT_REWRITE
 
     func = sch.mod["main"]
     params = list(func.params)

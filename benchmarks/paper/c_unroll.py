@@ -86,7 +86,8 @@ def main():
             else:
                 rel.append("-")
         lines.append(f"| `{row[0].scheme}` | " + " | ".join(cells + rel) + " |")
-    geo = lambda v: statistics.geometric_mean(v) if v else float("nan")  # noqa: E731
+    from tvm_ttile.evaluation import geomean as geo
+
     lines += ["", "Geometric mean against c x 1: " + ", ".join(f"c x {u} {geo(v):.3f} ({len(v)} microkernels)"
                                                              for u, v in ratios.items())]
     if errors:

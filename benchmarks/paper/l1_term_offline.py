@@ -14,9 +14,7 @@ A layer that is not a named one (its work dir's name) comes from --shapes (`tvm-
 one of no network the fold models know is ranked with --other-model.
 """
 import argparse
-import math
 import os
-import statistics
 import sys
 
 
@@ -75,7 +73,8 @@ def main():
         rows.append(row)
         print(name, {k: v for k, v in row.items() if k != "layer"}, flush=True)
     labels = ("time", "time + L1", "committee", "committee + L1")
-    geo = lambda v: math.exp(statistics.fmean(math.log(x) for x in v))  # noqa: E731
+    from tvm_ttile.evaluation import geomean as geo
+
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     lines = [f"# An L1 set-conflict term in the predicted time, offline, {cpu.name} ({cpu.isa.name})", "",
              f"Command: `{command}` (no timing; L1 {cpu.l1d_bytes // 1024} KiB, {ways} ways of 4 KiB)", "",

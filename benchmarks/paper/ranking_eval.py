@@ -257,7 +257,8 @@ def write(args, rows, scatter, cpu):
            "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(os.path.join(args.out, "ranking_eval.json"), "w") as f:
         json.dump(out, f, indent=1)
-    geo = lambda v: math.exp(statistics.mean(math.log(x) for x in v))  # noqa: E731
+    from tvm_ttile.evaluation import geomean as geo
+
     lines = [f"# Ranking schemes before measuring, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `{out['command']}`", "",
              "Per layer, 200 random tvm_ttile schemes each measured once (prepacked weights). top-1 / top-8: the "

@@ -13,7 +13,6 @@ run meanwhile.
 import argparse
 import dataclasses
 import json
-import math
 import os
 import statistics
 import sys
@@ -89,7 +88,8 @@ def timed_side_by_side(op, texts, cpu, rounds: int = ROUNDS) -> tuple:
 
 
 def write(args, rows, cpu):
-    geo = lambda v: math.exp(statistics.fmean(math.log(x) for x in v))  # noqa: E731
+    from tvm_ttile.evaluation import geomean as geo
+
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     base = os.path.splitext(args.out)[0]
     with open(base + ".json", "w") as f:

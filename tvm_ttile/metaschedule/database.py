@@ -8,7 +8,8 @@ import re
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from ..lowering import register_by_name, scheme_of_schedule
+from ..lowering import scheme_of_schedule
+from ..tails import register_by_name
 from ..workdir import WorkDir, repair_database
 
 

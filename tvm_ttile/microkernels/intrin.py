@@ -19,7 +19,7 @@ from tvm.tirx.script import builder as T
 
 from ..errors import TTileError
 from .spec import Microkernel
-from .no_init import NO_INIT, no_init_name, register_no_init, skip_init  # noqa: F401
+from .no_init import skip_init
 
 
 def loop_nest(mk: Microkernel):

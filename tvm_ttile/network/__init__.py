@@ -10,7 +10,7 @@ the imported (NCHW) module. Tasks are the fused PrimFuncs of Relax's CPU pipelin
 run resumes and `build_network` (MetaSchedule's compile_relax pipeline) finds every record.
 
 Weights are constants: with `prepack` (the default) each fused function marks them layout-free, its schedule
-copies them into the layout its microkernel streams (lowering.pack_weights; MetaSchedule's RewriteLayout does
+copies them into the layout its microkernel streams (packing.pack_weights; MetaSchedule's RewriteLayout does
 the same for its own tasks), tuning times the kernel on packed weights, and `build_network` splits the copies
 out and folds them on the constants: packing costs nothing per inference (TVM's cpu_weight_prepack, without
 its change of the module's interface).

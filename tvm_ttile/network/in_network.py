@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TTileError
 from ..workdir import WorkDir
 from ..evaluation.stats import spearman
-from ..timing import CACHE_STATES, kernel_timer, round_robin
+from ..timing import CACHE_MODES, kernel_timer, round_robin
 
 # tune-model --in-network-top: off by default. On ResNet-18 (Zen 4, 1 and 2 threads) the builds of the in-network
 # picks among each task's 5 best ran level with tuning's picks (benchmarks/results/in_network_zen4/NOTES.md): the
@@ -106,7 +106,7 @@ def run_instrumented(vm, hook, x) -> None:
         vm.set_instrument(None)
 
 
-ALONE_STATES = CACHE_STATES  # the caches a function alone is timed in (timing.evaluator)
+ALONE_STATES = CACHE_MODES  # the caches a function alone is timed in (timing.evaluator)
 
 
 def task_symbol(calls: dict, task_name: str):

@@ -104,7 +104,7 @@ def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
 def _prim_func(operator, vector_lanes):
     """With operator.prepack the weights are marked layout-free, as Relax marks a network's constant weights
     (AttachAttrLayoutFreeBuffers): a tuned kernel may then read them in a packed layout made once at build
-    time (tvm_ttile's lowering.pack_weights, MetaSchedule's RewriteLayout) and timing leaves that packing out,
+    time (tvm_ttile's packing.pack_weights, MetaSchedule's RewriteLayout) and timing leaves that packing out,
     as in a compiled network. Verification still runs the packing, on weights in the operator's layout (padded
     to whole vectors with zeros when the function takes them so, see weights_for)."""
     from tvm import te

@@ -15,7 +15,7 @@ from ..metaschedule import ttile_problem
 
 def fuse_passes(prepack: bool) -> list:
     # AttachAttrLayoutFreeBuffers marks the constant (weight) parameters of every fused function: lowering
-    # then packs them (lowering.pack_weights), once, at build time.
+    # then packs them (packing.pack_weights), once, at build time.
     return [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(),
             relax.transform.FuseOps(), relax.transform.FuseTIR(),
             *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else [])]

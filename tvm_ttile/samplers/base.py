@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from ..errors import TTileError
-from ..options import as_type_of, check_choice, check_share, resolve as resolve_options  # noqa: F401 (as_type_of: re-exported)
+from ..options import check_choice, check_share, resolve as resolve_options
 from ..scheme import LAMBDA, Scheme
 from ..space import PARALLEL_KINDS, REDUCTION, Choice, Space, divisors, fold_into_reuse, remaining, scheme_of
 

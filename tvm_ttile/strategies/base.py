@@ -10,7 +10,6 @@ input is padded: which border and whether to pad by a pass depend on the scheme,
 """
 from __future__ import annotations
 
-from ..errors import TTileError
 from ..options import check_share, resolve as resolve_options
 from ..scheme import Scheme
 

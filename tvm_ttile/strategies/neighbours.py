@@ -280,6 +280,7 @@ class NeighbourhoodSearch:
     START = {"start": ("given", "given: the landscape's start (the paper's s0); random: a random state")}
 
     def __init__(self, landscape: Landscape, seed: int = 0, **options):
+        from ..errors import TTileError
         from ..options import resolve as resolve_options
 
         self.options = resolve_options(self.OPTIONS, options, f"search {self.NAME!r}")
