@@ -11,7 +11,7 @@ from kernels import conv_kept, matmul_kept
 from test_lowering import random_conv, random_matmul
 from tvm_ttile.errors import TTileError
 from tvm_ttile.lowering import lower
-from tvm_ttile.microkernels.intrin import NO_INIT
+from tvm_ttile.microkernels.no_init import NO_INIT
 from tvm_ttile.operators import BatchMatmul, Conv2d, Depthwise, Matmul, run_against_reference
 from tvm_ttile.samplers import SAMPLERS, make_sampler
 from tvm_ttile.scheme import Par, Scheme, SchemeError
