@@ -618,3 +618,20 @@ def test_window_row_and_column_microkernels_are_correct(host, case):
         lowered = lower(problem, scheme, func)
         got, ref = run(op, lowered.sch.mod, host.target())
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * max(float(np.abs(ref).max()), 1.0))
+
+
+def test_read_in_place_joins_the_pipeline_only_when_installed():
+    """Importing tvm_ttile changes nothing in TVM; read_in_place.install() (which mark and tvm_ttile's builders
+    call) puts the pass in front of the "s_tir" pipeline once, however often it is called."""
+    import subprocess
+    import sys
+
+    code = ("from tvm.tirx import compilation_pipeline as c\n"
+            "import tvm_ttile.lowering, tvm_ttile.network\n"
+            "from tvm_ttile import read_in_place\n"
+            "before = getattr(c.PIPELINE_MAP['s_tir'], 'tvm_ttile_read_in_place', False)\n"
+            "read_in_place.install(); first = c.PIPELINE_MAP['s_tir']\n"
+            "read_in_place.install()\n"
+            "print(before, first.tvm_ttile_read_in_place, c.PIPELINE_MAP['s_tir'] is first)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True"], out

@@ -537,3 +537,30 @@ def test_tune_model_names_an_unknown_cache_state(tmp_path):
     with pytest.raises(TTileError, match=r"cache_flush='cold': one of 'on', 'weights', 'off'"):
         tune_model("micro_resnet", work_dir=str(tmp_path / "w"), cache_flush="cold")
     assert not (tmp_path / "w").exists()  # refused before anything was loaded or tuned
+
+
+def test_search_and_comparison_values_refuse_bad_options_in_one_line(tmp_path):
+    """NetworkSearch and Comparisons are checked when made; tune_model and tune_network take them whole or field by
+    field, and name an option they do not know before doing any work."""
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.network import tune_network
+    from tvm_ttile.network.model import tune_model
+    from tvm_ttile.network.search import Comparisons, NetworkSearch, take
+
+    for bad in ({"trials_per_task": -1}, {"other_trials": 1.5}, {"in_network_top": True}):
+        with pytest.raises(TTileError, match=next(iter(bad))):
+            NetworkSearch(**bad)
+    with pytest.raises(TTileError, match="unknown libraries numpy"):
+        Comparisons(libraries=("numpy",))
+    with pytest.raises(TTileError, match="metaschedule_trials"):
+        Comparisons(metaschedule_trials="all")
+    search = NetworkSearch(sampler_options={"min_reuse": 8})
+    assert take(NetworkSearch, search, {"trials_per_task": 3, "threads": 2}).trials_per_task == 3
+    assert dict(take(NetworkSearch, search, {"trials_per_task": None}).sampler_options) == {"min_reuse": 8}
+    with pytest.raises(TypeError):  # frozen, its options too
+        search.sampler_options["min_reuse"] = 1
+    with pytest.raises(TTileError, match=r"tune_model\(\) got unknown option\(s\) trails_per_task"):
+        tune_model("micro_resnet", work_dir=str(tmp_path / "m"), trails_per_task=4)
+    with pytest.raises(TTileError, match=r"tune_network\(\) got unknown option\(s\) libraries"):
+        tune_network(None, work_dir=str(tmp_path / "n"), libraries=("torch",))
+    assert not (tmp_path / "m").exists() and not (tmp_path / "n").exists()

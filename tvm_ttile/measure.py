@@ -22,8 +22,9 @@ def build_module(mod, target, _params=None):
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    from . import read_in_place  # noqa: F401 - its pass joins TVM's pipeline in this (worker) process
+    from . import read_in_place
 
+    read_in_place.install()  # a worker process builds records it did not schedule
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm.compile(mod, target=target).mod  # the runtime Module, which f_export can export
 

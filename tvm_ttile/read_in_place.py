@@ -7,7 +7,8 @@ input and need no padding. For those, the microkernels can read the input itself
 
 `lowering.lower` marks a copy made per tile (compute_at under a tile loop) with ANNOTATION; the schedule's trace
 records the mark, so a database record rebuilt elsewhere gets the same code. At build time (`apply`; importing
-this module puts it in front of TVM's TIR pipeline, so tvm.compile and relax.build run it), each marked copy and
+`install()`, which `mark` and tvm_ttile's builders call, puts it in front of TVM's TIR pipeline, so tvm.compile
+and relax.build run it), each marked copy and
 what follows it in its loop body become
 
     if <this tile's window lies inside the input>:  the tensorized calls, their tiles of the copy replaced by the
@@ -21,7 +22,7 @@ output row, one microkernel wide) still reads in place. The guards are scalar (r
 whole vectors, proven for the tile), most fold away (a column outside the input is a constant), and what is left
 is a compare per window row that LLVM hoists out of the unrolled columns. A copy this cannot prove safe to skip (a
 reader that loads it outside a tensorized call, a copy that is not an element-wise padding of one buffer) is left
-as scheduled. A function built in a process that never imported tvm_ttile is correct, only slower: the mark is
+as scheduled. A function built in a process that never called `install()` is correct, only slower: the mark is
 inert there.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ COPY, GUARD = 1, 2  # the mark's values: what border tiles do (copy their window
 
 def mark(sch, copy_block, border: int = GUARD) -> None:
     """Mark a copy made per tile so that `apply` lets interior tiles skip it, and border tiles too with GUARD."""
+    install()
     sch.annotate(copy_block, ANNOTATION, border)
 
 
@@ -79,8 +81,6 @@ def install() -> None:
     factory.tvm_ttile_read_in_place = True
     compilation_pipeline.PIPELINE_MAP["s_tir"] = factory
 
-
-install()
 
 
 def _rewrite_func(func):

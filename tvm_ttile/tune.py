@@ -10,7 +10,6 @@ Records go to a MetaSchedule JSON database in work_dir; rerunning with the same 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import statistics

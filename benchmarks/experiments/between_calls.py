@@ -9,10 +9,10 @@ import argparse
 import platform
 import resource
 import statistics
-import sys
 import time
 
 import numpy as np
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -65,7 +65,7 @@ def main():
             sums.append(called["s"])
         rows.append((1e3 * statistics.median(plain), 1e3 * statistics.median(sums), faults))
     lines = [f"# {args.model}: time between a network's functions ({args.threads} thread(s))", "",
-             f"Command: `python benchmarks/experiments/between_calls.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d %H:%M')}); "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); "
              f"{cpu_mod.detect_host().name} ({platform.machine()}); medians of {args.inferences} inferences per round.",
              "", "| round | plain inference ms | its functions, called again in the hook, summed ms | minor page faults "
                  "per plain inference |", "|---:|---:|---:|---:|"]

@@ -15,6 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -53,7 +54,7 @@ def main():
             print(f"{name} round {r}: {res.seconds:.1f} s tuning, {wall:.1f} s wall, best {res.gflops:.1f} GFLOPS",
                   flush=True)
     medians = {n: statistics.median(x["wall_seconds"] for x in runs if x["builder"] == n) for n in builders}
-    data = {"command": "python " + " ".join(sys.argv), "machine": platform.node(), "cpu": host.name,
+    data = {"command": command_line(), "machine": platform.node(), "cpu": host.name,
             "isa": host.isa.name, "threads": 1, "date": time.strftime("%Y-%m-%d %H:%M"), "layer": args.layer,
             "trials": args.trials, "settings": settings.describe(), "runs": runs, "median_wall_seconds": medians}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

@@ -7,13 +7,12 @@ MetaSchedule schedule from the first work dir). Hot, 1 thread unless --threads.
         [--schemes 2] [--rounds 15] --out FILE.md
 """
 import argparse
-import shlex
-import statistics
 import sys
 import time
 
 import numpy as np
 from tvm_ttile.timing import evaluator, medians, round_robin
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -76,9 +75,10 @@ def main():
                                             prepack=False).sch.mod)
     best = best_schedule(open_database(args.apart), permute.mod)
     timers[("the permute function", "")] = timer(best[0].mod if best else permute.mod)
-    med = medians(round_robin(timers, args.rounds))
+    samples = round_robin(timers, args.rounds)
+    med = medians(samples)
     lines = [f"# {args.model}: the first conv2d reading the NCHW input against the input permuted apart", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}; "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}; "
              f"{args.threads} thread(s); {args.rounds} round-robin rounds, each the mean of 20 hot calls; ms.", "",
              f"First conv2d: `{first_read.shape}`; the permute: `{permute.name}` ({permute.shape}).", "",
              "| scheme | permute apart: conv2d | + the permute | input read by the conv2d | saved |",
@@ -88,7 +88,7 @@ def main():
         p = med[("the permute function", "")]
         lines.append(f"| `{s}` | {a:.3f} | {a + p:.3f} | {r:.3f} | {a + p - r:+.3f} |")
     lines += ["", f"The permute function alone: {med[('the permute function', '')]:.3f} ms (median), min "
-              f"{min(ms[('the permute function', '')]):.3f}."]
+              f"{min(samples[('the permute function', '')]):.3f}."]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -14,6 +14,7 @@ import platform
 import statistics
 import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 LOOPS = "T(2,j),T(2,i),T(2,i),T(2,j),T(2,i),Lambda(i,[(1,8),(12,10)]),T(2,j),T(4,j),T(1024,k),U(lambda,i),U(2,j),V(j)"
 # (label, M, N, K, pads): N is padded to whole vectors by the operator itself (B_pad, C_unpad).
@@ -71,7 +72,7 @@ def main():
     for row in rows:
         row["gflops"] = row["flops"] / statistics.median(row["secs"]) / 1e9
         row["percent_of_peak"] = 100 * row["gflops"] / p
-    data = {"command": "python " + " ".join(sys.argv), "machine": platform.node(), "cpu": host.name,
+    data = {"command": command_line(), "machine": platform.node(), "cpu": host.name,
             "isa": host.isa.name, "peak_gflops": p, "rounds": args.rounds, "date": time.strftime("%Y-%m-%d %H:%M"),
             "rows": rows}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

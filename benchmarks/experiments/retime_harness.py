@@ -10,10 +10,9 @@ Single thread. Writes benchmarks/results/retime_harness.md.
 import argparse
 import dataclasses
 import os
-import shlex
 import statistics
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,7 +49,7 @@ def main():
         rows.append(f"| {layer} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
     lines = ["# Re-timing harness: the same tuned kernel in MetaSchedule's runner and in-process", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()}; 1 thread; "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()}; 1 thread; "
              f"{args.rounds} alternating rounds; each cell the median GFLOPS (range) of the rounds.", "",
              "| layer | tvm_ttile best, runner (popen worker, as tuning) | same, in-process (as compare's re-timing) "
              "| numpy, in-process |", "|---|---:|---:|---:|", *rows, ""]

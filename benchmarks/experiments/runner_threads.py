@@ -13,11 +13,11 @@ import os
 import statistics
 import subprocess
 import sys
+from tvm_ttile.evaluation import command_line
 
 
 def in_process(args) -> dict:
     """Times in this process (the pool sized by $TVM_NUM_THREADS as this process started)."""
-    import tvm
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.baselines import get_system
@@ -69,7 +69,7 @@ def main(argv=None):
                          .strip().splitlines()[-1])
         rows.append(res)
         print(res, flush=True)
-    report = {"command": "python " + " ".join([sys.argv[0]] + (argv or sys.argv[1:])), "rows": rows,
+    report = {"command": command_line([sys.argv[0]] + (argv or sys.argv[1:])), "rows": rows,
               "cpus": os.cpu_count()}
     if args.out:
         with open(args.out, "w") as f:

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 from tvm_ttile.timing import evaluator, round_robin
+from tvm_ttile.evaluation import command_line
 
 
 def reference(family, params, inputs):
@@ -247,7 +248,7 @@ def main(argv=None):
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(args.threads)
     peak = cpu_mod.measure_peak(cpu, threads=args.threads)
-    data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]) if argv is None else "",
+    data = {"command": command_line() if argv is None else "",
             "machine": dict(cpu.describe(), platform=platform.platform()), "threads": args.threads,
             "ttile_trials": args.ttile_trials, "sampler_options": args.sampler_options,
             "ms_trials": args.ms_trials, "rounds": args.rounds,

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
 from tvm_ttile.automcl.selection import (LAYER_BAND, NAMES, dataset_shapes, layer_band_shapes, save_classifier,
                                          train_classifier)
@@ -20,6 +19,7 @@ from tvm_ttile.automcl.tuner import auto_config, measure_configs
 from tvm_ttile.cpu import detect_host, peak
 from tvm_ttile.measure import MeasureSettings
 from tvm_ttile.operators import matmul_shapes
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Builds that take longer than 20 s count as failed configurations (0 GFLOPS): some TTMM configurations
@@ -113,7 +113,7 @@ def main():
     with open(args.out + ".json", "w") as f:
         json.dump(out, f, indent=1)
     lines = ["# AutoMCL: learned compute selection", "",
-             f"Command: `python benchmarks/paper/automcl_selection.py {' '.join(sys.argv[1:])}`; "
+             f"Command: `{command_line()}`; "
              f"{cpu.name}, 1 thread, peak {out['peak_gflops']:.1f} GFLOPS.", "",
              f"Dataset: {note}; label = the compute whose best of {args.trials} random configurations "
              "(from its filtered space) is fastest.", "",

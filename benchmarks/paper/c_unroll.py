@@ -13,8 +13,8 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 
 def host():
@@ -64,7 +64,7 @@ def main():
         mks += row
     start = time.time()
     gflops, errors = time_tiles(mks, cpu, args.rounds)
-    cmd = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    cmd = command_line()
     lines = [f"# Input-channel unrolls of conv2d microkernels, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M')}, {time.time() - start:.0f} s). Peak "
              f"{peak:.1f} GFLOPS (this CPU's cached measurement).", "",

@@ -21,6 +21,7 @@ from tvm_ttile.cpu import detect_host, peak as measured_peak
 from tvm_ttile.network.report import TOLERANCE
 from tvm_ttile.isolated import IsolatedTimer, Saved
 from tvm_ttile.models.importers import load_model
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,7 +62,7 @@ def main():
         med = float(np.median(v))
         rows[k].update(median_ms=med, iqr_ms=float(np.subtract(*np.percentile(v, [75, 25]))),
                        percent_of_peak=100 * flops / (med / 1e3) / 1e9 / peak)
-    data = {"command": "python benchmarks/paper/dense_network.py " + " ".join(sys.argv[1:]), "machine": cpu.describe(),
+    data = {"command": command_line(), "machine": cpu.describe(),
             "peak_gflops": peak, "threads": 1, "batch": args.batch, "trials": args.trials, "systems": rows,
             "tasks": tasks, "date": time.strftime("%Y-%m-%d %H:%M")}
     res = os.path.join(HERE, "results", "dense_network")

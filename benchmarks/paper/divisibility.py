@@ -10,8 +10,8 @@ sizes between twice the microkernel and the problem size (P levels, the last til
 import argparse
 import json
 import os
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(HERE, "results")
@@ -38,7 +38,7 @@ def main():
     settings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10, timeout_sec=120)
     spaces = {"divisible": "levels", "non-divisible": "nondivisible"}
     data = {"machine": host.describe(), "peak_gflops": peak, "threads": 1, "samples": args.samples,
-            "command": " ".join(["python"] + sys.argv), "date": time.strftime("%Y-%m-%d"), "layers": {}}
+            "command": command_line(), "date": time.strftime("%Y-%m-%d"), "layers": {}}
     names = args.layers.split(",")
     for name in names:
         data["layers"][name] = {}

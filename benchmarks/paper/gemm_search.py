@@ -20,6 +20,7 @@ import platform
 import statistics
 import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 SYSTEMS = ["template-random", "template-xgb", "gbfs", "na2c", "metaschedule", "tvm_ttile", "tvm_ttile-gbfs"]
 TEMPLATE_SYSTEMS = ("template-random", "template-xgb", "gbfs", "na2c")
@@ -142,7 +143,7 @@ def main(argv=None):
     peak = cpu_mod.peak(cpu, threads=1)["peak_gflops"]
     fast = MeasureSettings(number=1, repeat=3, min_repeat_ms=0, timeout_sec=20.0, confirm_top=0)
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
-    report = {"command": "python " + " ".join([sys.argv[0]] + (argv or sys.argv[1:])),
+    report = {"command": command_line([sys.argv[0]] + (argv or sys.argv[1:])),
               "machine": f"{cpu.name} ({platform.processor() or platform.machine()}), 1 thread, "
                          f"peak {peak:.1f} GFLOPS measured", "settings": fast.describe(), "sizes": {}}
     for n in args.sizes:

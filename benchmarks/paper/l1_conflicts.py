@@ -13,6 +13,7 @@ import os
 import statistics
 import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 # {c tile}: the factor that makes the channel tiles multiply to C (C = 64 x {c tile} in both schemes)
 SCHEMES = {
@@ -76,7 +77,7 @@ def main():
     for case, m in zip(cases, timed):
         case["gflops"] = case["flops"] / statistics.median(m.seconds) / 1e9 if not m.error else None
         case["error"] = m.error
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    command = command_line()
     base = os.path.splitext(args.out)[0]
     with open(base + ".json", "w") as f:
         json.dump({"command": command, "machine": cpu.name, "isa": cpu.isa.name, "threads": 1, "peak_gflops": peak,

@@ -20,6 +20,7 @@ import sys
 
 from ranking_eval import NETWORK_OF, order_metrics  # noqa: E402
 from tvm_ttile.evaluation import spearman  # noqa: E402
+from tvm_ttile.evaluation import command_line
 from zero_trial_pools import timed_side_by_side  # noqa: E402
 
 WAY_BYTES = 4096
@@ -75,7 +76,7 @@ def main():
     labels = ("time", "time + L1", "committee", "committee + L1")
     from tvm_ttile.evaluation import geomean as geo
 
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    command = command_line()
     lines = [f"# An L1 set-conflict term in the predicted time, offline, {cpu.name} ({cpu.isa.name})", "",
              f"Command: `{command}` (no timing; L1 {cpu.l1d_bytes // 1024} KiB, {ways} ways of 4 KiB)", "",
              "Per layer, the 200 measured schemes ranked; top-1 / top-8: the best-ranked scheme / the best of the 8 "

@@ -10,12 +10,12 @@ import json
 import os
 import platform
 import shutil
-import sys
 import time
 
 from tvm_ttile import cpu as cpu_mod
 from tvm_ttile.microkernels.catalog import build_catalog, catalog_path
 from tvm_ttile.microkernels.heatmap import write_heatmap
+from tvm_ttile.evaluation import command_line
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 
@@ -36,7 +36,7 @@ def main():
     args = ap.parse_args()
     isas = args.isa or [i for i in ("avx2", "avx512", "neon") if cpu_mod._runs_here(i)]
     os.makedirs(RESULTS, exist_ok=True)
-    command = "python benchmarks/paper/microkernel_catalog.py " + " ".join(sys.argv[1:])
+    command = command_line()
     suffix = f"_{args.tag}" if args.tag else ""
     for isa in isas:
         cpu = cpu_mod.detect_host(isa)

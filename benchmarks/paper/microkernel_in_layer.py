@@ -13,7 +13,7 @@ import collections
 import math
 import os
 import statistics
-import sys
+from tvm_ttile.evaluation import command_line
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -29,7 +29,7 @@ def main():
     cpu = cpu_mod.detect_host()
     ctx = CostContext.for_cpu(cpu, "conv2d", 1)
     lines = [f"# Microkernels inside the layer against the catalog, {cpu.name} ({cpu.isa.name}), 1 thread", "",
-             f"Command: `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}` (no timing)", ""]
+             f"Command: `{command_line()}` (no timing)", ""]
     layers = []  # (name, problem, measured) of every conv2d workload; a work dir's own name when it holds one
     for d in args.dirs:
         found = measured_layers(d)

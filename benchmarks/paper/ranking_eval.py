@@ -32,12 +32,12 @@ import math
 import os
 import platform
 import statistics
-import sys
 import time
 
 import numpy as np
 
 from tvm_ttile.evaluation import spearman
+from tvm_ttile.evaluation import command_line
 
 
 from train_ranker import contexts, load_groups, work_dirs  # noqa: E402
@@ -252,7 +252,7 @@ def retime(layer, model_path, eval_dir, measured, cpu, out, trials) -> dict:
 
 
 def write(args, rows, scatter, cpu):
-    out = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "machine": cpu.name,
+    out = {"command": command_line(), "machine": cpu.name,
            "isa": cpu.isa.name, "threads": 1, "python": platform.python_version(),
            "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(os.path.join(args.out, "ranking_eval.json"), "w") as f:

@@ -12,7 +12,6 @@ import argparse
 import collections
 import math
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ from tvm_ttile.costmodel.records import SCHEME_IN_TRACE
 from tvm_ttile.evaluation import spearman
 from tvm_ttile.scheme import Lambda, Scheme, T, U, V
 from tvm_ttile.space import REDUCTION, REUSE
+from tvm_ttile.evaluation import command_line
 
 
 
@@ -82,7 +82,7 @@ def main():
         for f, s in zip(feats, speed):
             by_runs[f["reuse_dim_runs"]].append(s)
     lines = ["# Scheme traits against measured speed", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); "
              f"{len(tasks)} tasks, {sum(len(c) for _, c in tasks)} measured candidates.", "",
              "| trait | median Spearman with speed | tasks where negative |", "|---|---:|---:|"]
     lines += [f"| {n} | {statistics.median(v):+.2f} | {sum(x < 0 for x in v)} of {len(v)} |" for n, v in rho.items()]

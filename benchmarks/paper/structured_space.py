@@ -15,8 +15,8 @@ import os
 import platform
 import random
 import statistics
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(HERE, "results")
@@ -34,7 +34,7 @@ def run(args):
     names = args.layers.split(",") if args.layers else list(layers)
     settings = MeasureSettings(number=1, repeat=5, min_repeat_ms=10, timeout_sec=120)
     out = {"machine": host.describe(), "peak_gflops": peak, "threads": 1, "samples": args.samples,
-           "sampler": args.sampler, "measure": settings.describe(), "command": " ".join(["python"] + sys.argv),
+           "sampler": args.sampler, "measure": settings.describe(), "command": command_line(),
            "date": time.strftime("%Y-%m-%d"), "layers": {}}
     for name in names:
         op = layers[name]

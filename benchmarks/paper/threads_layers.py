@@ -16,8 +16,8 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 LAYERS = "ResNet18-2,ResNet18-4,ResNet18-6,ResNet18-9,ResNet18-12,Yolo9000-12,Yolo9000-13,Yolo9000-18"
 LIBS = ("onnxruntime", "onednn")
@@ -40,7 +40,7 @@ def main(argv=None):
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(n)  # before anything runs a parallel loop in this process
     peaks = {t: cpu_mod.measure_peak(cpu, threads=t) for t in (1, n)}
-    data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]) if argv is None else "",
+    data = {"command": command_line() if argv is None else "",
             "machine": dict(cpu.describe(), platform=platform.platform()), "threads": n, "trials": args.trials,
             "rounds": args.rounds, "prepack": not args.no_prepack, "versions": library_versions(),
             "peak_gflops": {t: peaks[t]["peak_gflops"] for t in peaks},

@@ -12,8 +12,8 @@ import glob
 import json
 import os
 import platform
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 
 
@@ -70,7 +70,7 @@ def main():
                           "layers": len(groups), "schemes": int(sum(len(t) for _, t in groups)),
                           "skipped_schemes": skipped},
            "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
-           "command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
+           "command": command_line(),
            "machine": cpu.name, "isa": cpu.isa.name, "python": platform.python_version(),
            "seconds": round(time.time() - start, 1)}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -12,8 +12,8 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 
 def wide_candidates(op, isa, red, k_min, k_max):
@@ -53,7 +53,7 @@ def main():
     mks = [mk for top, wide in groups.values() for mk in top + wide]
     start = time.time()
     gflops, errors = time_tiles(mks, cpu, args.rounds)
-    cmd = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    cmd = command_line()
     lines = [f"# Microkernels wider than the catalog's, {cpu.name} ({cpu.isa.name}), 1 thread", "",
              f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M')}, {time.time() - start:.0f} s). Peak "
              f"{peak:.1f} GFLOPS (this CPU's cached measurement). {args.rounds} rounds round-robin, medians, % of "

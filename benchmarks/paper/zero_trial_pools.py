@@ -20,6 +20,7 @@ import time
 
 
 from ranking_eval import NETWORK_OF  # noqa: E402
+from tvm_ttile.evaluation import command_line
 
 ROUNDS = 5
 
@@ -90,7 +91,7 @@ def timed_side_by_side(op, texts, cpu, rounds: int = ROUNDS) -> tuple:
 def write(args, rows, cpu):
     from tvm_ttile.evaluation import geomean as geo
 
-    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    command = command_line()
     base = os.path.splitext(args.out)[0]
     with open(base + ".json", "w") as f:
         json.dump({"command": command, "machine": cpu.name, "isa": cpu.isa.name, "threads": 1,

@@ -18,12 +18,12 @@ nothing between two calls but a clock read. The ways, round-robin:
     python benchmarks/tools/call_replay.py resnet18 WORK_DIR --input-shape 1,3,224,224 [--threads 1] [--rounds 6]
         [--leave-out conv2d9_] [--read-weights] [--hook] --out FILE.md
 """
-import shlex
 import statistics
 import sys
 import time
 
 from tuned_network import arguments
+from tvm_ttile.evaluation import command_line
 
 REPEATS = 5  # timed inferences per way and round, after 3 untimed ones
 
@@ -97,7 +97,7 @@ def main():
                                                                       else [])
     head += ["constants read first", "MB of constants"] if args.read_weights else []
     lines = [f"# {args.model}: one inference's calls replayed in order on the VM's buffers ({args.threads} thread(s))",
-             "", f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); "
+             "", f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); "
              f"{cpu.describe()['cpu']} ({cpu.isa.name}); {args.rounds} round-robin rounds of {REPEATS} replayed "
              "inferences per way; medians per call, ms. In order: the calls as the network makes them, on the tensors "
              "it passes them (captured by the VM's instrument hook), no hook while timing. Hot: each call made twice "

@@ -6,10 +6,7 @@ flushed before every call (as a layer meets its weights inside a whole inference
            (with --threads N > 1: beside the work dir's parent, cold_cache_<basename>.md)
 """
 import os
-import statistics
-import sys
 
-import tvm
 
 from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
@@ -17,6 +14,7 @@ from tvm_ttile.measure import build_module, timing_args
 from tvm_ttile.metaschedule import best_schedule, open_database
 from tvm_ttile.models.importers import load_model
 from tvm_ttile.timing import kernel_timer
+from tvm_ttile.evaluation import command_line
 
 
 def main(model, work_dir, input_shape=None, threads=1):
@@ -39,7 +37,7 @@ def main(model, work_dir, input_shape=None, threads=1):
         hot_total, cold_total = hot_total + hot * task.weight, cold_total + cold * task.weight
         rows.append(f"| {task.name} | {task.shape} | {task.weight} | {1e3 * hot:.3f} | {1e3 * cold:.3f} | {cold / hot:.2f} |")
     lines = [f"# {model}: tuned tasks with hot and with flushed caches ({threads} thread(s))", "",
-             f"Command: `python benchmarks/tools/cold_cache_tasks.py {' '.join(sys.argv[1:])}`; {host.name}; medians of 9.", "",
+             f"Command: `{command_line()}`; {host.name}; medians of 9.", "",
              "| task | shape | calls | hot ms | cold ms | cold / hot |", "|---|---|---:|---:|---:|---:|", *rows, "",
              f"Sum over the network (x calls): hot **{1e3 * hot_total:.1f} ms**, cold **{1e3 * cold_total:.1f} ms**."]
     name = f"cold_cache_{os.path.basename(os.path.normpath(work_dir))}.md"

@@ -10,10 +10,10 @@ import glob
 import json
 import math
 import os
-import shlex
 import statistics
 import sys
 from collections import Counter
+from tvm_ttile.evaluation import command_line
 
 DEPTH = 5
 
@@ -45,8 +45,8 @@ def main():
     if not rows:
         sys.exit(f"no confirmation log with {DEPTH} re-timed records under {' '.join(args.dirs)}")
     winner = Counter(min(range(DEPTH), key=t.__getitem__) for _, t in rows)
-    lines = [f"# Confirmation depth: what re-timing only the k fastest records would lose",
-             "", f"Command: `python {shlex.join(sys.argv)}` (no timing: reads the confirmation logs).", "",
+    lines = ["# Confirmation depth: what re-timing only the k fastest records would lose",
+             "", f"Command: `{command_line()}` (no timing: reads the confirmation logs).", "",
              f"{len(rows)} first confirmation passes of {DEPTH} records, from "
              f"{len({os.path.dirname(p) for p, _ in rows})} work dirs (every CPU the results hold). The fastest after "
              "re-timing was the record ranked "

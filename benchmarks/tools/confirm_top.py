@@ -12,11 +12,11 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
 from compare_run import add_output_args, layers_of, render_only
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -69,7 +69,7 @@ def main():
         for k, (system, _, _, entry) in enumerate(entries):
             data.append({"layer": layer, "system": system, "before_gflops": times[2 * k],
                          "after_gflops": times[2 * k + 1], "numpy_gflops": times[-1], "confirmation": entry})
-    report = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M"),
+    report = {"command": command_line(), "date": time.strftime("%Y-%m-%d %H:%M"),
               "machine": cpu.describe(), "peak_gflops": peak, "top": args.top, "rounds": settings.confirm_rounds,
               "timing_rounds": args.rounds, "compare_out": args.compare_out, "rows": data}
     with open(args.out + ".json", "w") as f:

@@ -24,6 +24,7 @@ import time
 
 from compare_run import add_output_args, operator_of, read_run, render_only
 from tvm_ttile.timing import kernel_timer, round_robin
+from tvm_ttile.evaluation import command_line
 
 
 # Lowerings of one scheme: lowering.lower's keyword arguments.
@@ -55,7 +56,6 @@ def main():
     if render_only(args, render):
         return
 
-    import tvm
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile.baselines import get_system, in_process_timers, work_dir_for
@@ -106,7 +106,7 @@ def main():
     gflops = [[op.flops / s / 1e9 for s in secs] for secs in round_robin(timers, args.rounds)]
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g), percent_of_peak=100 * statistics.median(g) / peak)
-    data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
+    data = {"command": command_line(), "peak_gflops": peak,
             "machine": cpu.name, "isa": cpu.isa.name, "threads": threads, "rounds": args.rounds, "layer": args.layer,
             "weights": "prepacked (constant, packed at build time)" if prepack else "in place, read at every call",
             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}

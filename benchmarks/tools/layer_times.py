@@ -17,7 +17,6 @@ import json
 import re
 import os
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
 
@@ -26,6 +25,7 @@ import numpy as np
 from tvm_ttile import network as nw
 from tvm_ttile.cpu import detect_host
 from tvm_ttile.models.importers import load_model
+from tvm_ttile.evaluation import command_line
 
 RUNS, ROUNDS = 30, 3
 
@@ -138,7 +138,7 @@ def main():
     theirs_rest = ort_total - theirs_sum - sum(theirs_other.values())
     threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
     lines = [f"# {model}: layer times inside the network, tvm_ttile vs ONNX Runtime ({threads})", "",
-             f"Command: `python benchmarks/tools/layer_times.py {' '.join(sys.argv[1:])}`; {host.name} ({host.isa.name}); "
+             f"Command: `{command_line()}`; {host.name} ({host.isa.name}); "
              f"{RUNS} inferences each, in {ROUNDS} alternating rounds; medians; tvm_ttile: the database in the work "
              "dir, timed by the Relax VM's instrument hook; ONNX Runtime: its profiler's kernel times (node names differ, so layers are matched by "
              "shape; calls of one shape are added up).", "",

@@ -9,13 +9,13 @@ caches flushed before every call (as tune-model times them). Each is checked aga
 WORK_DIR: a tune-model work dir with MetaSchedule records for those tasks (`--other-trials` > 0); its records made
 by tvm_ttile's schedules are left out of "MetaSchedule's search".
 """
-import shlex
 import statistics
 import sys
 import time
 
 import numpy as np
 from tuned_network import arguments, open_tuned
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -31,7 +31,7 @@ def main():
     net = open_tuned(args)
     cpu, target, database = net.cpu, net.target, net.database
     lines = [f"# {args.model}: memory-bound tasks alone, MetaSchedule's search against tvm_ttile's schedules", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
              f"({cpu.isa.name}); {args.threads} thread(s); caches flushed before every call (10 calls per round), "
              f"{args.rounds} round-robin rounds; medians in ms. Every schedule matches the function as written.", "",
              "| task | shape | MetaSchedule's search (its fastest record) | " + " | ".join(

@@ -19,13 +19,13 @@ No tuning: a work dir without records for a task builds that task untuned (the r
 """
 import argparse
 import os
-import shlex
 import statistics
 import sys
 import tempfile
 import time
 
 import numpy as np
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -103,7 +103,7 @@ def main():
     ref_lib = next((lib for lib in ("onnxruntime", "torch") if lib in ms), None)
     gflop = sum(t.flops * t.weight for t in nw.extract_tasks(mod, cpu=cpu, threads=args.threads)) / 1e9
     lines = [f"# {args.model}: tuned builds side by side", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}, "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']}, "
              f"peak {peak:.1f} GFLOPS measured in this run; {args.threads} thread(s); {args.rounds} round-robin rounds of 5 repeats, "
              "each system in a process of its own every round.", "",
              "| build | median ms | IQR | min | % of peak |" + (f" / {ref_lib} |" if ref_lib else ""),

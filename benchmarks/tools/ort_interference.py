@@ -5,12 +5,11 @@ timers of tune-model and network_ab interleave them), with ONNX Runtime's thread
     python benchmarks/tools/ort_interference.py resnet18 WORK_DIR --threads 2 --out FILE.md
 """
 import argparse
-import os
 import statistics
-import sys
 import time
 
 import numpy as np
+from tvm_ttile.evaluation import command_line
 
 
 def stats(seconds):
@@ -66,7 +65,7 @@ def main():
         rows.append((f"right after ONNX Runtime (allow_spinning={spin})", stats(times)))
         del sess
     lines = [f"# {args.model} (tvm_ttile build) timed alone and right after ONNX Runtime, {args.threads} threads", "",
-             f"Command: `python {' '.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])}` "
+             f"Command: `{command_line()}` "
              f"({time.strftime('%Y-%m-%d %H:%M')}); {cpu.name} ({cpu.isa.name}).", "",
              "| tvm_ttile timed | median ms | IQR | 90th percentile |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {s} |" for name, s in rows]

@@ -7,13 +7,13 @@ side with the caches flushed before every call (as tune-model times), round-robi
 
 WORK_DIR: a tune-model work dir tuned at that thread count (its best scheme per task is used).
 """
-import shlex
 import statistics
 import sys
 import time
 
 import numpy as np
 from tuned_network import arguments, open_tuned
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -60,7 +60,7 @@ def main():
         rows.append(f"| {task.name} | {task.shape} | {task.weight} | {one:.4f} | {every:.4f} | {every / one:.3f} |")
         print(rows[-1], flush=True)
     lines = [f"# {args.model}: the input's padding pass on one thread or on all ({args.threads} threads)", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
              f"({cpu.isa.name}); each task's best scheme in the work dir lowered with lowering.PARALLEL_INPUT_PASS off "
              f"and on; caches flushed before every call (10 calls per round), {args.rounds} round-robin rounds; "
              "medians in ms per call. The two lowerings agree on every task.", "",

@@ -12,7 +12,6 @@ Needs `perf` (linux-tools) and perf_event_paranoid <= 2 (user-space sampling of 
 """
 import collections
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import tempfile
 import time
 
 from tuned_network import arguments
+from tvm_ttile.evaluation import command_line
 
 RUNTIME_LIBRARIES = ("libtvm_runtime", "libtvm_ffi")  # the VM interpreter, its builtins and the FFI
 FILLS_AND_COPIES = ("memset", "memmove", "memcpy")
@@ -114,7 +114,7 @@ def main():
         by_kind[kind_of(dso, symbol, build)] += percent
     total = sum(by_kind.values()) or 1.0
     lines = [f"# {args.model}: where an inference's time goes, sampled by perf ({args.threads} thread(s))", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {cpu.describe()['cpu']} "
              f"({cpu.isa.name}); `perf record -F {FREQUENCY}` on a process running the build with the VM's "
              f"time_evaluator for {args.seconds:.0f} s, no hook in the network; median inference in that process "
              f"before sampling {median_ms:.2f} ms (60 inferences); ms = share x that median. Beside it, the same build's calls timed by the VM's instrument hook "

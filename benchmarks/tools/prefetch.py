@@ -23,6 +23,7 @@ import time
 
 from compare_run import add_output_args, layers_of, operator_of, read_run, render_only
 from tvm_ttile.timing import kernel_timer, round_robin
+from tvm_ttile.evaluation import command_line
 
 
 def main():
@@ -101,7 +102,7 @@ def main():
     gflops = [[flops[row["layer"]] / s / 1e9 for s in secs] for row, secs in zip(rows, round_robin(timers, args.rounds))]
     for row, g in zip(rows, gflops):
         row.update(gflops=g, median=statistics.median(g))
-    data = {"command": "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), "peak_gflops": peak,
+    data = {"command": command_line(), "peak_gflops": peak,
             "machine": cpu.name, "isa": cpu.isa.name, "threads": threads, "rounds": args.rounds, "variants": list(variants),
             "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows}
     with open(args.out + ".json", "w") as f:

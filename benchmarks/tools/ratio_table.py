@@ -13,6 +13,7 @@ import math
 import os
 import statistics
 import sys
+from tvm_ttile.evaluation import command_line
 
 
 def load(run_dir: str) -> dict:
@@ -85,7 +86,7 @@ def main(argv=None):
     p.add_argument("--out", help="OUT.md and OUT.json (default: print only)")
     args = p.parse_args(argv)
     t = table(args.runs, args.ours)
-    text = markdown(t, "python " + " ".join([sys.argv[0]] + (argv or sys.argv[1:])))
+    text = markdown(t, command_line([sys.argv[0]] + (argv or sys.argv[1:])))
     print(text)
     if args.out:
         with open(args.out + ".md", "w") as f:

@@ -12,10 +12,9 @@ hits both sides alike. Writes benchmarks/results/sampler_min_reuse.md.
 import argparse
 import dataclasses
 import os
-import shlex
 import statistics
-import sys
 import time
+from tvm_ttile.evaluation import command_line
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,7 +63,7 @@ def main():
             for v in values:
                 gains[v].append(pct[v] - pct[base])
     lines = [f"# {'random strategy' if of_strategy else 'ttile sampler'}: {option} {args.values} against its default {base}", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {host.describe()}; "
              f"1 thread; {args.trials} trials per run; weights prepacked; % of peak of each run's verified best.", "",
              f"| layer | seed | {args.option} | % of peak | verified | best scheme |", "|---|---:|---:|---:|---|---|", *rows, ""]
     lines += [f"{args.option} {v} minus {base}, per (layer, seed): {', '.join(f'{g:+.1f}' for g in gs)} points; "

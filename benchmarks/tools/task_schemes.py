@@ -10,12 +10,12 @@ not pick would serve the task better in the network's conditions.
 
 The work dir's best scheme for the task comes first (`tuning's pick`), then each --scheme in the order given.
 """
-import shlex
 import statistics
 import sys
 import time
 
 from tuned_network import arguments, open_tuned
+from tvm_ttile.evaluation import command_line
 
 
 def more(ap):
@@ -72,7 +72,7 @@ def main():
         rows.append(f"| {label} | `{text}` | {steps or '-'} | {1e3 * mc:.4f} | {1e3 * (q[2] - q[0]):.4f} | "
                     f"{1e3 * mh:.4f} | {mc / mh:.2f} | {100 * task.flops / mc / 1e9 / peak:.1f} |")
     lines = [f"# {args.model}: schemes for {args.task} ({task.shape}) side by side ({args.threads} thread(s))", "",
-             f"Command: `python {shlex.join(sys.argv)}` ({time.strftime('%Y-%m-%d %H:%M')}); {net.cpu.describe()['cpu']} "
+             f"Command: `{command_line()}` ({time.strftime('%Y-%m-%d %H:%M')}); {net.cpu.describe()['cpu']} "
              f"({net.cpu.isa.name}), peak {peak:.1f} GFLOPS measured in this run. Each scheme checked against the "
              f"untuned function, then timed round-robin, {args.rounds} rounds, with the caches flushed before every "
              "call (all arguments but the input, as tune-model times candidates) and hot; medians in ms per call.", "",

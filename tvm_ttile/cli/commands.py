@@ -292,7 +292,9 @@ def cmd_compare(args) -> int:
 
 
 def cmd_tune_model(args) -> int:
+    from ..context import Context
     from ..network.model import format_report, tune_model
+    from ..network.search import Comparisons, NetworkSearch
 
     try:
         shape = tuple(int(v) for v in args.input_shape.split(",")) if args.input_shape else None
@@ -301,19 +303,17 @@ def cmd_tune_model(args) -> int:
                          f"{args.input_shape!r}") from None
     if shape is not None and any(v <= 0 for v in shape):
         raise TTileError(f"--input-shape needs positive sizes, got {args.input_shape!r}")
-    libs = tuple(v for v in args.libraries.split(",") if v)
-    unknown = [v for v in libs if v not in ("onnxruntime", "torch")]
-    if unknown:
-        raise TTileError(f"--libraries: unknown {', '.join(unknown)}; choose from onnxruntime, torch")
-    report = tune_model(args.model, work_dir=args.work_dir, trials_per_task=args.trials_per_task,
-                        other_trials=args.other_trials, threads=args.threads, seed=args.seed, input_shape=shape,
-                        metaschedule_trials=args.metaschedule_trials, libraries=libs, progress=not args.json, verbose=args.verbose,
-                        prepack=not args.no_prepack, dense=args.dense,
-                        cache_flush=args.cache_flush,
-                        sampler_options=parse_options(args.sampler_option), confirm_top=args.confirm_top,
-                        strategy=strategy_name(args.strategy),
-                        strategy_options=parse_options(args.strategy_option, "--strategy-option"),
-                        in_network_top=args.in_network_top, winograd=args.winograd == "on")
+    compare = Comparisons(metaschedule_trials=args.metaschedule_trials,
+                          libraries=tuple(v for v in args.libraries.split(",") if v))
+    search = NetworkSearch(trials_per_task=args.trials_per_task, other_trials=args.other_trials, dense=args.dense,
+                           strategy=strategy_name(args.strategy), winograd=args.winograd == "on",
+                           sampler_options=parse_options(args.sampler_option),
+                           strategy_options=parse_options(args.strategy_option, "--strategy-option"),
+                           in_network_top=args.in_network_top)
+    context = Context.make(threads=args.threads, seed=args.seed, prepack=not args.no_prepack)
+    report = tune_model(args.model, context, search=search, compare=compare, work_dir=args.work_dir,
+                        input_shape=shape, progress=not args.json, verbose=args.verbose,
+                        cache_flush=args.cache_flush, confirm_top=args.confirm_top)
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:

@@ -7,15 +7,21 @@ import sys
 import time
 
 
+def command_line(command: list | None = None) -> str:
+    """The command that made a results file, as a user retypes it: `command` (this process's argv by default),
+    a script given by its path relative to the working directory after "python"."""
+    argv = list(command if command is not None else sys.argv)
+    if argv and argv[0].endswith(".py"):
+        argv = ["python", os.path.relpath(argv[0])] + argv[1:]
+    return shlex.join(argv)
+
+
 def provenance(cpu=None, *, threads: int | None = None, command: list | None = None, seconds: float | None = None,
                extra: str = "") -> str:
     """One line saying how a results file was made: the command (this process's by default, the script's path
     relative to the working directory), the date, the machine (`cpu`: a cpu.CPUModel) and thread count, and how
     long the run took."""
-    argv = list(command if command is not None else sys.argv)
-    if argv and argv[0].endswith(".py"):
-        argv = ["python", os.path.relpath(argv[0])] + argv[1:]
-    parts = [f"Command: `{shlex.join(argv)}`", time.strftime("%Y-%m-%d %H:%M")]
+    parts = [f"Command: `{command_line(command)}`", time.strftime("%Y-%m-%d %H:%M")]
     if cpu is not None:
         parts.append(f"{cpu.describe()['cpu']} ({cpu.isa.name})")
     if threads is not None:

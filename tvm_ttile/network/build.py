@@ -11,6 +11,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from ..context import resolve
+from .. import read_in_place
 from .. import winograd as wg
 from ..automcl.network import apply_dense
 from ..metaschedule import open_database
@@ -26,6 +27,7 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
     infos = ArgInfo.from_prim_func(mod["main"])
     inputs = [rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype) for a in infos]
     outs = []
+    read_in_place.install()
     for m in (mod, tuned):
         lib = tvm.compile(m, target=target)
         args = [tvm.runtime.tensor(x.copy(), tvm.cpu()) for x in inputs]
@@ -79,6 +81,7 @@ def build_executable(mod, records=None, context=None, *, cpu=None, threads: int 
         passes += cpu_pipeline.dataflow_lower_passes(target) + cpu_pipeline.finalize_passes(target)
         return tvm.transform.Sequential(passes)(m)
 
+    read_in_place.install()  # records replay the read-in-place marks; the pass turns them into the timed code
     with target, database, tvm.transform.PassContext(opt_level=3):
         return relax.build(mod, target=target, relax_pipeline=pipeline, exec_mode=exec_mode)
 

@@ -19,18 +19,19 @@ import time
 import numpy as np
 
 from .. import cpu as cpu_mod
-from ..context import Context
+from ..context import Context, resolve
 from ..errors import TTileError
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
 from ..relax import extract_tasks, prepare
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
-from .defaults import CACHE_STATES, NETWORK_STRATEGY, network_sampler_options
-from .in_network import IN_NETWORK_ROUNDS, IN_NETWORK_TOP, alone_times, forget_picks, pick_in_network
+from .defaults import CACHE_STATES, network_sampler_options
+from .in_network import IN_NETWORK_ROUNDS, alone_times, forget_picks, pick_in_network
 from .policy import create as create_policy
 from .profile import profile, spread
 from .report import REPEATS, ROUNDS, TOLERANCE, check_report, format_report, in_network_summary
+from .search import Comparisons, NetworkSearch, refuse_unknown, take
 from .tune import tune_network
 
 __all__ = ["REPEATS", "ROUNDS", "TOLERANCE", "check_report", "format_report", "latency_rounds", "tune_model"]
@@ -44,40 +45,44 @@ def latency_rounds() -> int:
     return int(value)
 
 
-def tune_model(source, *, work_dir=None, trials_per_task=50, other_trials=16, threads=1, seed=0, input_shape=None,
-               metaschedule_trials=0, libraries=("onnxruntime", "torch"), progress=True, verbose=False,
-               prepack=True, dense="tvm_ttile", cache_flush=True, sampler_options=None, confirm_top=None,
-               in_network_top=IN_NETWORK_TOP, strategy=None, strategy_options=None, winograd=None) -> dict:
-    """Tune, build, check and time a network (see the module doc). `in_network_top` >= 2: after tuning, each
-    tvm_ttile task's that many fastest candidates are timed inside the running network and the build takes the
-    fastest there (in_network.pick_in_network); 0 or 1: the build takes tuning's pick. `cache_flush`: the
-    caches tvm_ttile's candidates are timed in (network.CACHE_STATES: "on" or True, every argument but the input
-    flushed, the default, docs/decisions.md says why; "weights", only the weights and the output; "off" or
-    False, hot). `strategy`: how conv2d/matmul tasks pick what to measure (strategies.STRATEGIES; None:
-    network.NETWORK_STRATEGY). `winograd`: also time Winograd forms of the 3x3 layers (network.tune_network)."""
+def tune_model(source, context: Context | None = None, *, search: NetworkSearch | None = None,
+               compare: Comparisons | None = None, work_dir: str | None = None, input_shape=None, progress=True,
+               verbose=False, cache_flush="on", **options) -> dict:
+    """Tune, build, check and time a network (see the module doc): `source` a built-in model's name or an ONNX
+    file. `search` (NetworkSearch: trials, strategy, sampler, Winograd, in-network picks) says how its tasks are
+    tuned and `compare` (Comparisons: MetaSchedule's trials, the libraries) what it is timed against; either may
+    be given field by field instead (trials_per_task=50, libraries=("onnxruntime",), ...). `context` (or
+    threads=, seed=, prepack=, confirm_top= one by one) gives the CPU, threads, seed and prepacking; its timing
+    settings come from `cache_flush`, the caches tvm_ttile's candidates are timed in (defaults.CACHE_STATES: "on"
+    or True, every argument but the input flushed, the default, docs/decisions.md says why; "weights", only the
+    weights and the output; "off" or False, hot). `work_dir`: where records go (default tune_<model>)."""
     from ..models.importers import load_model
 
+    search = take(NetworkSearch, search, options)
+    compare = take(Comparisons, compare, options)
+    confirm_top = options.pop("confirm_top", None)
+    loose = {k: options.pop(k) for k in ("threads", "seed", "prepack") if k in options}
+    refuse_unknown("tune_model", options)
     cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
     if cache_flush not in CACHE_STATES:
         raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, CACHE_STATES))}")
     # TVM's thread pool, ONNX Runtime and torch all get `threads` (Context.make sizes TVM's)
-    ctx = Context.make(threads=threads, seed=seed, prepack=prepack,
-                       settings=CACHE_STATES[cache_flush].with_confirm_top(confirm_top))
+    settings = CACHE_STATES[cache_flush].with_confirm_top(confirm_top)
+    ctx = resolve(context, {}, settings=settings, **loose)
     ctx.check_runs_here()
+    seed = ctx.seed
     net = load_model(source, input_shape, seed=seed)
-    ctx = ctx.replace(work_dir=work_dir or f"tune_{net.name}")
+    ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
     mod = prepare(net.mod, ctx.cpu)
-    strategy = strategy or NETWORK_STRATEGY
     start = time.time()
-    tuned = tune_network(mod, ctx, trials_per_task=trials_per_task, other_trials=other_trials, progress=progress,
-                         verbose=verbose, dense=dense, sampler_options=sampler_options, strategy=strategy,
-                         strategy_options=strategy_options, winograd=winograd)
+    tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
     wall = time.time() - start
     x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
-    executables, picked = build_with_picks(mod, ctx, x, in_network_top, progress)
+    executables, picked = build_with_picks(mod, ctx, x, search.in_network_top, progress)
     vm = vm_of(executables["tvm_ttile"])
     outputs = {"tvm_ttile": run(vm, x), "untuned": run(build_network(mod, None, ctx), x)}
-    notes = run_notes(tuned, ctx, cache_flush, picked, in_network_top, dense)
+    notes = run_notes(tuned, ctx, cache_flush, picked, search.in_network_top, search.dense)
+    metaschedule_trials = compare.metaschedule_trials
     if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
         metaschedule_trials = sum(t.trials for t in tuned.tasks)
     ms_info = None
@@ -85,17 +90,18 @@ def tune_model(source, *, work_dir=None, trials_per_task=50, other_trials=16, th
         ms_info = metaschedule_network(net, ctx, metaschedule_trials, executables, outputs, x)
     inside = profile(vm, x)  # where the tuned network's time goes, call by call
     alone = alone_times(executables["tvm_ttile"], vm, x)  # the same functions alone, hot and cold
-    latencies, versions, rounds = time_systems(net, ctx, x, executables, libraries, outputs, notes)
+    latencies, versions, rounds = time_systems(net, ctx, x, executables, compare.libraries, outputs, notes)
     report = {
         "model": net.name, "input_shape": list(net.input_shape), "threads": ctx.threads,
         "peak_gflops": tuned.peak_gflops, "machine": ctx.cpu.describe(), "work_dir": ctx.work_dir,
-        "trials_per_task": trials_per_task, "sampler_options": network_sampler_options(sampler_options),
-        "strategy": strategy, "strategy_options": dict(strategy_options or {}), "other_trials": other_trials,
-        "dense": dense, "seed": seed, "confirm_top": ctx.settings.confirm_top, "cache_flush": cache_flush,
+        "trials_per_task": search.trials_per_task,
+        "sampler_options": network_sampler_options(search.sampler_options),
+        "strategy": search.strategy, "strategy_options": dict(search.strategy_options),
+        "other_trials": search.other_trials, "dense": search.dense, "seed": seed, "confirm_top": ctx.settings.confirm_top, "cache_flush": cache_flush,
         "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks), "wall_seconds": wall,
         "tasks": [vars(t) for t in tuned.tasks], "versions": versions, "metaschedule": ms_info, "notes": notes,
         "date": time.strftime("%Y-%m-%d %H:%M"), "in_network": in_network_summary(tuned.tasks, inside, alone),
-        "latency_rounds": rounds, "in_network_top": in_network_top, "in_network_picks": picked,
+        "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
         "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
         "winograd": winograd_choices(ctx.work_dir)}
     report.update(accuracy(outputs, tuned))

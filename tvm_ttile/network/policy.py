@@ -65,10 +65,10 @@ class TTilePolicy(TaskPolicy):
         first = [t for twin in twins for t in measured_schemes(run.database, twin, TWIN_SCHEMES)]
         strategy = TTileSearch(seed=run.seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
                                threads=run.threads, trial_log=WorkDir(task_dir).trials, first=first,
-                               sampler_options=network_sampler_options(run.sampler_options),
-                               strategy=run.strategy, strategy_options=network_strategy_options(run.strategy_options))
+                               sampler_options=network_sampler_options(run.search.sampler_options),
+                               strategy=run.search.strategy, strategy_options=network_strategy_options(run.search.strategy_options))
         twins.append(task.mod)
-        return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(), run.trials_per_task,
+        return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(), run.search.trials_per_task,
                     len(records_of(run.database, task.mod)), 10)
 
 
@@ -108,7 +108,7 @@ class MetaSchedulePolicy(TaskPolicy):
         return f"tvm_ttile {variant}" if variant else "metaschedule's search"
 
     def plan(self, task, run, task_dir):
-        budget = run.other_trials
+        budget = run.search.other_trials
         variants = record_variants(run.database, task.mod)
         finished = ([n for n, _ in memory_bound_schedules(task.mod, run.cpu.lanes, run.threads) if n not in variants]
                     if budget else [])

@@ -17,7 +17,7 @@ from .. import cpu as cpu_mod
 from .. import winograd as wg
 from ..context import Context, resolve
 from ..errors import TTileError
-from ..measure import MeasureSettings, default_builder, default_runner
+from ..measure import default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
                             ttile_problem)
 from ..relax import extract_tasks
@@ -25,9 +25,10 @@ from ..progress import Progress, Silent
 from ..tune import run_tuner
 from ..workdir import WorkDir
 from .build import verify_against_untuned
-from .defaults import COLD_SETTINGS, NETWORK_STRATEGY
+from .defaults import COLD_SETTINGS
 from .in_network import forget_picks, weight_bytes
 from .policy import create as create_policy
+from .search import NetworkSearch, refuse_unknown, take
 from .winograd_choice import choose_winograd, winograd_tasks
 
 
@@ -120,11 +121,7 @@ class NetworkRun:
     """What every task of one tune_network call shares: its context, the database and what the tasks learn."""
     context: Context
     database: object
-    trials_per_task: int
-    other_trials: int
-    sampler_options: dict | None
-    strategy: str
-    strategy_options: dict | None
+    search: NetworkSearch
     progress: object
     verbose: bool
     earlier: dict = dataclasses.field(default_factory=dict)  # Problem -> earlier forms' modules (earlier_forms)
@@ -187,7 +184,7 @@ def _dense_by_automcl(mod, run: NetworkRun) -> tuple:
     from ..automcl.network import apply_dense, tune_dense
 
     results = []
-    for (M, K, N), calls, saved in tune_dense(mod, run.cpu, run.work_dir, run.trials_per_task, run.threads,
+    for (M, K, N), calls, saved in tune_dense(mod, run.cpu, run.work_dir, run.search.trials_per_task, run.threads,
                                               run.seed, run.settings):
         flops, name, shape = 2.0 * M * K * N, f"automcl_dense_{M}x{K}x{N}", f"dense M{M},K{K},N{N}"
         if "error" in saved:
@@ -205,16 +202,15 @@ def _dense_by_automcl(mod, run: NetworkRun) -> tuple:
 # How dense layers (matmul by a constant) are tuned: as tvm_ttile tasks like any other, or by AutoMCL first.
 DENSE_TUNERS = {"tvm_ttile": lambda mod, run: (mod, []), "automcl": _dense_by_automcl}
 DENSE_POLICIES = tuple(DENSE_TUNERS)
+CONTEXT_OPTIONS = ("cpu", "threads", "seed", "settings", "prepack")  # what tune_network takes one by one
 
 
-def tune_network(mod, context: Context | None = None, *, work_dir: str | None = None, trials_per_task: int = 50,
-                 other_trials: int = 16, progress=True, verbose=False, dense: str = "tvm_ttile",
-                 sampler_options: dict | None = None, strategy: str = NETWORK_STRATEGY,
-                 strategy_options: dict | None = None, winograd: bool | None = None, cpu=None,
-                 threads: int | None = None, seed: int | None = None, settings: MeasureSettings | None = None,
-                 prepack: bool | None = None) -> NetworkTuneResult:
+def tune_network(mod, context: Context | None = None, *, search: NetworkSearch | None = None,
+                 work_dir: str | None = None, progress=True, verbose=False, **options) -> NetworkTuneResult:
     """Tune every task of the (prepared) Relax module: conv2d/matmul tasks (with their fused epilogues) with
-    tvm_ttile's search of the structured space, `trials_per_task` trials each; every other task with
+    tvm_ttile's search of the structured space, `trials_per_task` trials each (`search`, a NetworkSearch, or its
+    fields passed one by one: trials_per_task, other_trials, dense, sampler_options, strategy, strategy_options,
+    winograd); every other task with
     MetaSchedule's default policy, `other_trials` trials each, beside tvm_ttile's few memory-bound schedules
     (memory_bound.py: pooling, means, transposes), each measured once (0: leave them to the default build). Every
     task's best is checked against the untuned function before it is reported (settings=COLD_SETTINGS times
@@ -227,19 +223,20 @@ def tune_network(mod, context: Context | None = None, *, work_dir: str | None = 
     `winograd`, each 3x3 stride-1 conv2d layer is also computed with Winograd F(2,3) and F(4,3) (winograd.py; every
     schedule of those tasks measured once) and the build takes, layer by layer, whichever form was faster
     (work_dir/winograd.json); None: winograd.DEFAULT. `context` (context.Context) gives the CPU, threads, timing
-    settings, seed, prepack and work dir; without one, those passed one by one make it (by default the host, 1
-    thread, COLD_SETTINGS, seed 0, prepack, work dir "tune_network")."""
-    if dense not in DENSE_TUNERS:
-        raise TTileError(f"unknown dense-layer policy {dense!r}; choose from {', '.join(DENSE_TUNERS)}")
-    ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, cpu=cpu, threads=threads,
-                  seed=seed, settings=settings, prepack=prepack, work_dir=work_dir)
+    settings, seed, prepack and work dir; without one, those passed one by one (cpu, threads, seed, settings,
+    prepack) make it (by default the host, 1 thread, COLD_SETTINGS, seed 0, prepack, work dir "tune_network")."""
+    search = take(NetworkSearch, search, options)
+    loose = {k: options.pop(k) for k in CONTEXT_OPTIONS if k in options}
+    refuse_unknown("tune_network", options)
+    if search.dense not in DENSE_TUNERS:
+        raise TTileError(f"unknown dense-layer policy {search.dense!r}; choose from {', '.join(DENSE_TUNERS)}")
+    ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, work_dir=work_dir, **loose)
     ctx.claim()
-    run = NetworkRun(ctx, open_database(ctx.work_dir), trials_per_task, other_trials, sampler_options, strategy,
-                     strategy_options, progress, verbose)
+    run = NetworkRun(ctx, open_database(ctx.work_dir), search, progress, verbose)
     start = time.time()
-    mod, results = DENSE_TUNERS[dense](mod, run)
+    mod, results = DENSE_TUNERS[search.dense](mod, run)
     tasks = extract_tasks(mod, ctx)
-    if winograd if winograd is not None else wg.DEFAULT == "on":
+    if search.winograd if search.winograd is not None else wg.DEFAULT == "on":
         tasks += winograd_tasks(mod, ctx)
     run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
     # Where the whole run is: task i of n, and the time the tasks left should take at the pace so far.
