@@ -63,8 +63,10 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
     cpu = cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
     # The peak at this thread count, measured in this run (the cached one is left alone): every % in the report
-    # is of this one figure.
-    peak = cpu_mod.measure_peak(cpu, threads=threads)["peak_gflops"]
+    # is of this one figure, or of the peak of a layer's precision (int8: its dot-product instruction's).
+    precisions = sorted({op.precision for op in ops}, key=lambda p: p != "fp32")
+    peaks = {p: cpu_mod.measure_peak(cpu, threads=threads, precision=p)["peak_gflops"] for p in precisions}
+    peak = peaks.get("fp32", peaks[precisions[0]])
     os.makedirs(out_dir, exist_ok=True)
     baseline_seeds = seeds if baseline_seeds is None else baseline_seeds
     data = {"machine": dict(cpu.describe(), platform=platform.platform()), "peak_gflops": peak, "peak_threads": threads, "threads": threads,
@@ -73,7 +75,7 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
             "prepack": prepack, "sampler_options": dict(sampler_options or {}),
             "strategy_options": strategy_options, "versions": library_versions(),
             "date": time.strftime("%Y-%m-%d %H:%M"), "command": command,
-            "results": {}, "bounds": {}}
+            "peaks_by_precision": peaks, "results": {}, "bounds": {}}
     hier = None
     if threads == 1:  # the bandwidths are measured at one thread (costmodel.roofline)
         from .costmodel.hierarchy import hierarchy
@@ -82,11 +84,12 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
         data["hierarchy"] = {level: round(v["bandwidth_gbs"], 1) for level, v in hier["levels"].items()}
     for op in ops:
         layer = op.name
-        op = dataclasses.replace(op, prepack=prepack)
+        if "prepack" in {f.name for f in dataclasses.fields(op)}:  # (a quantized operator's weights come packed)
+            op = dataclasses.replace(op, prepack=prepack)
         data.setdefault("shapes", {})[layer] = {"op": kind_of(op),
                                                 **{k: v for k, v in dataclasses.asdict(op).items()
                                                    if k not in ("name", "dtype", "prepack")}}
-        if hier is not None:
+        if hier is not None and op.precision == "fp32":  # (the roofline is fp32's)
             from .costmodel.roofline import bound
 
             data["bounds"][layer] = bound(op, cpu, peak, hier)
@@ -112,10 +115,18 @@ def compare(layers, systems=DEFAULT_SYSTEMS, budget=200, ttile_budget=None, seed
                 if strategy_options.get(system):
                     name += "-" + options_text(strategy_options[system], sep="-")
                 work = work_dir_for(os.path.join(out_dir, "work"), system, name, seed, cpu.isa.name, threads)
-                res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget, seed=seed,
-                                 work_dir=work, threads=threads, settings=settings, progress=progress,
-                                 sampler_options=sampler_options if ttile else None,
-                                 strategy_options=strategy_options.get(system))
+                try:
+                    res = run_system(system, op, cpu, trials=(ttile_budget or budget) if ttile else budget,
+                                     seed=seed, work_dir=work, threads=threads, settings=settings, progress=progress,
+                                     sampler_options=sampler_options if ttile else None,
+                                     strategy_options=strategy_options.get(system))
+                except TTileError as e:  # e.g. no valid candidate: reported in the results, the others go on
+                    if ttile:
+                        raise
+                    print(f"warning: {system} on {layer}: {e}", file=sys.stderr)
+                    runs = {"error": str(e)}
+                    timed = [t for t in timed if t[0] != system]
+                    break
                 runs.append(res.to_json())
                 timed.append((system, seed, work))
             data["results"].setdefault(layer, {})[system] = runs
@@ -171,9 +182,13 @@ def library_versions():
     return out
 
 
-def _peak(data) -> float:
+def _peak(data, layer: str | None = None) -> float:
     """The peak every % of this comparison is of: measured at its thread count (files from before the
-    thread-count peak hold the 1-thread peak, scaled here as they were then)."""
+    thread-count peak hold the 1-thread peak, scaled here as they were then); a `layer` of another precision
+    than fp32 (int8), the peak of that precision measured in the run."""
+    precision = data.get("shapes", {}).get(layer, {}).get("precision", "fp32")
+    if precision != "fp32":
+        return data["peaks_by_precision"][precision]
     return data["peak_gflops"] if "peak_threads" in data else data["peak_gflops"] * data["threads"]
 
 
@@ -191,7 +206,7 @@ def summary(data) -> dict:
                 continue
             g = statistics.median(_gflops(r) for r in runs)
             out.setdefault(layer, {})[system] = {
-                "gflops": g, "percent": 100 * g / _peak(data),
+                "gflops": g, "percent": 100 * g / _peak(data, layer),
                 "tuning_gflops": statistics.median(r["gflops"] for r in runs),
                 "seconds": statistics.median(r["seconds"] for r in runs), "seeds": len(runs),
                 "verified": all(r["verified"] for r in runs), "trials": runs[0]["trials"]}
@@ -353,7 +368,9 @@ def _write(data, out_dir):
     systems = sorted({s for v in summ.values() for s in v})
     lines = [f"# Comparison, {data['threads']} thread(s), {data['machine']['cpu']} ({data['machine']['isa']})", "",
              f"Command: `{data.get('command', '')}`", "",
-             f"Peak {_peak(data):.1f} GFLOPS at {data['threads']} thread(s) (measured in this run); budget {data['budget']} trials "
+             f"Peak {_peak(data):.1f} GFLOPS at {data['threads']} thread(s) (measured in this run"
+             + "".join(f"; {p} {v:.1f} GOPS" for p, v in data.get("peaks_by_precision", {}).items() if p != "fp32")
+             + f", each layer's % of its precision's); budget {data['budget']} trials "
              f"(tvm_ttile {data['ttile_budget']}); seeds: tvm_ttile {data['seeds']}, TVM baselines "
              f"{data.get('baseline_seeds', data['seeds'])}; medians over seeds; measurement {data['measure']}; "
              f"versions {data['versions']}; {data['date']}.", "",
@@ -398,13 +415,14 @@ def _write(data, out_dir):
             if isinstance(runs, dict) or system not in TUNERS:
                 if not isinstance(runs, dict) and runs:
                     for ax in row:
-                        ax.axhline(100 * _gflops(runs[0]) / _peak(data), ls="--", lw=1, label=system, color=color)
+                        ax.axhline(100 * _gflops(runs[0]) / _peak(data, layer), ls="--", lw=1, label=system,
+                                   color=color)
                 continue
             for i, r in enumerate(runs):
                 curve = r["curve"]
                 if not curve:
                     continue
-                peak = _peak(data)
+                peak = _peak(data, layer)
                 kw = dict(color=color, lw=1.2, label=system if i == 0 else None)
                 row[0].step([c[0] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)
                 row[1].step([c[1] for c in curve], [100 * c[2] / peak for c in curve], where="post", **kw)

@@ -7,13 +7,14 @@ import dataclasses
 import functools
 
 from . import cpu as cpu_mod
+from . import precision as precision_mod
 from .errors import TTileError
 from .measure import MeasureSettings
 from .workdir import WorkDir, claim, work_key
 
-# The precisions a run can ask for. Reduced precisions join when their microkernels exist; a precision the CPU
-# lacks is refused in one line (Context.make), never faked.
-PRECISIONS = ("fp32",)
+# The precisions a run can ask for (precision.PRECISIONS); one the CPU lacks is refused in one line
+# (Context.make), never faked.
+PRECISIONS = tuple(precision_mod.PRECISIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +38,20 @@ class Context:
         if precision not in PRECISIONS:
             raise TTileError(f"precision {precision!r} is not supported; choose from {', '.join(PRECISIONS)}")
         cpu = cpu or cpu_mod.detect_host()
+        precision_mod.require(precision, cpu)
         cpu_mod.use_threads(threads)
         return cls(cpu, threads, precision, settings or MeasureSettings(), int(seed), bool(prepack),
                    None if work_dir is None else str(work_dir))
 
     @functools.cached_property
+    def dot(self) -> precision_mod.DotProduct:
+        """The instruction this context's precision is computed with on its CPU."""
+        return precision_mod.require(self.precision, self.cpu)
+
+    @functools.cached_property
     def target(self):
-        """The TVM target of this CPU and thread count."""
-        return self.cpu.target(self.threads)
+        """The TVM target of this CPU and thread count, with what the precision's instruction needs."""
+        return self.cpu.target(self.threads, self.dot.mattr)
 
     def check_runs_here(self) -> None:
         """Refuse in one line when this host cannot run the context's code (so it cannot be measured here)."""
@@ -60,10 +67,7 @@ class Context:
     def key(self) -> dict:
         """Everything the work dir's timings depend on (workdir.claim compares it). fp32 is left out, so that
         work dirs tuned before precisions existed keep their keys."""
-        key = work_key(self.target, self.threads, self.settings, self.cpu)
-        if self.precision != "fp32":
-            key["precision"] = self.precision
-        return key
+        return work_key(self.target, self.threads, self.settings, self.cpu, self.precision)
 
     def claim(self) -> None:
         """Make the work dir this context's, or refuse in one line when it holds timings for another."""

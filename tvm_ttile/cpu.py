@@ -54,6 +54,9 @@ class CPUModel:
     fma_units: int = 2  # nominal; the peak below is measured, not derived from this
     num_cores: int = 1
     target_override: dict | None = None
+    # The dot-product extensions the CPU has beyond its ISA (DOT_FLAGS; precision.py says which instruction
+    # each precision uses). Not in the cache key: fp32 code does not depend on them.
+    extensions: tuple = ()
 
     @property
     def lanes(self) -> int:
@@ -63,15 +66,18 @@ class CPUModel:
     def vector_registers(self) -> int:
         return self.isa.vector_registers
 
-    def target_dict(self, num_cores: int = 1) -> dict:
+    def target_dict(self, num_cores: int = 1, mattr: tuple = ()) -> dict:
+        """The TVM target as a dict; `mattr`: LLVM attributes added to the ISA's (a precision's instruction)."""
         t = dict(self.target_override or self.isa.target)
         t["num-cores"] = num_cores
+        if mattr:
+            t["mattr"] = [*t.get("mattr", []), *(m for m in mattr if m not in t.get("mattr", []))]
         return t
 
-    def target(self, num_cores: int = 1):
+    def target(self, num_cores: int = 1, mattr: tuple = ()):
         import tvm
 
-        return tvm.target.Target(self.target_dict(num_cores))
+        return tvm.target.Target(self.target_dict(num_cores, mattr))
 
     @property
     def cache_dir(self) -> Path:
@@ -141,6 +147,8 @@ def _read_caches():
 
 # Only the flags that change what code can run; the full list would make the cache key fragile.
 _RELEVANT_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "asimd", "neon", "sve")
+# The reduced-precision dot products (CPUModel.extensions).
+DOT_FLAGS = ("avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
 
 
 def detect_host(isa: str | None = None) -> CPUModel:
@@ -170,6 +178,7 @@ def detect_host(isa: str | None = None) -> CPUModel:
         l2_bytes=caches.get(2, 512 * 1024),
         l3_bytes=caches.get(3, 32 * 1024 * 1024),
         num_cores=os.cpu_count() or 1,
+        extensions=tuple(f for f in DOT_FLAGS if f in flags),
     )
 
 
@@ -236,22 +245,24 @@ def _runs_here(isa: str) -> bool:
 
 # --- measured peak ---------------------------------------------------------------------------------
 
-def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
+def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=None):
     """n_acc independent FMA chains over `iters` steps: enough ILP to keep every FMA unit busy; one set of
-    chains per thread, under a parallel loop when threads > 1."""
+    chains per thread, under a parallel loop when threads > 1. With `dot` (a precision.DotProduct of a reduced
+    precision), chains of that instruction instead (int8: s32 accumulators, the operands read from X's bytes)."""
     import tvm.tirx as tir
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script import builder as T
 
-    vec = f"float32x{lanes}"
+    vec = f"float32x{lanes}" if dot is None else f"int32x{lanes}"
+    dtype = "float32" if dot is None else "int32"
     width = n_acc * lanes
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
             T.func_name("fma_peak")
             px = T.arg("px", T.handle())
             po = T.arg("po", T.handle())
-            X = T.match_buffer(px, (2 * lanes,), "float32")
-            O = T.match_buffer(po, (threads * width,), "float32")
+            X = T.match_buffer(px, (2 * lanes,), dtype)
+            O = T.match_buffer(po, (threads * width,), dtype)
             # noalias lets LLVM keep the accumulators in registers (as te.create_prim_func sets it).
             T.func_attr({"tirx.noalias": True})
             # (no parallel loop at one thread: its first launch would size this process's thread pool)
@@ -264,7 +275,11 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1):
                     T.buffer_store(acc, O.vload([t * width + i * lanes], vec), [i])
                 with T.serial(0, iters):
                     for i in range(n_acc):
-                        T.buffer_store(acc, T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec)), [i])
+                        if dot is None:
+                            step = T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec))
+                        else:
+                            step = dot.step(acc[i], X[0], tir.reinterpret(f"int8x{4 * lanes}", X.vload([lanes], vec)))
+                        T.buffer_store(acc, step, [i])
                 for i in range(n_acc):
                     T.buffer_store(O, acc[i], [tir.Ramp(t * width + i * lanes, 1, lanes)])
     return ib.get()
@@ -304,26 +319,31 @@ def check_runs_here(cpu: CPUModel) -> None:
         )
 
 
-def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int = 1) -> dict:
+def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int = 1, precision: str = "fp32") -> dict:
     """fp32 FMA throughput of `threads` threads, built and timed through TVM (best and median of `repeat`; with
     several `bursts` of `repeat`, limits.BURST_GAP_SECONDS apart, the best burst's), and the memory bandwidth
-    they get together."""
+    they get together. Another `precision`: the throughput of its dot-product instruction (precision.py), in
+    giga-operations per second under the same keys (a multiply and an add each count one, as for FLOPs)."""
+    from . import precision as precisions
     import numpy as np
     import tvm
 
     check_runs_here(cpu)
     if threads > 1 and os.environ.get(_MEASURING_CHILD) != str(threads):
-        return _measure_in_child(cpu, repeat, threads, bursts)
+        return _measure_in_child(cpu, repeat, threads, bursts, precision)
     use_threads(threads)
+    dot = precisions.require(precision, cpu)
+    reduced = bool(dot.llvm_intrinsic)
     n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
     iters = 20000
-    func = _peak_primfunc(cpu.lanes, n_acc, iters, threads)
-    lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(threads))
+    func = _peak_primfunc(cpu.lanes, n_acc, iters, threads, dot if reduced else None)
+    lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(threads, dot.mattr))
     dev = tvm.cpu()
-    x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype("float32"), dev)
-    o = tvm.runtime.tensor(np.zeros(threads * n_acc * cpu.lanes, "float32"), dev)
+    dtype = "int32" if reduced else "float32"
+    x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype(dtype), dev)
+    o = tvm.runtime.tensor(np.zeros(threads * n_acc * cpu.lanes, dtype), dev)
     timer = evaluator(lib.mod, "fma_peak", number=20, repeat=repeat, min_repeat_ms=30)
-    flops = 2.0 * cpu.lanes * n_acc * iters * threads
+    flops = precisions.get(precision).ops_per_lane * cpu.lanes * n_acc * iters * threads
     found = []
     for i in range(bursts):
         time.sleep(limits.BURST_GAP_SECONDS if i else 0)
@@ -335,7 +355,9 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int =
             "gflops_per_repeat": [flops / s / 1e9 for s in secs],
             "accumulators": n_acc,
             "threads": threads,
-            "target": cpu.target_dict(threads),
+            "precision": precision,
+            "instruction": dot.name,
+            "target": cpu.target_dict(threads, dot.mattr),
             "runtime_threads": int(tvm.runtime.num_threads()),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         })
@@ -347,7 +369,7 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int =
 _MEASURING_CHILD = "TVM_TTILE_PEAK_CHILD"
 
 
-def _measure_in_child(cpu: CPUModel, repeat: int, threads: int, bursts: int) -> dict:
+def _measure_in_child(cpu: CPUModel, repeat: int, threads: int, bursts: int, precision: str = "fp32") -> dict:
     """measure_peak in a fresh process whose thread pool is sized for `threads` (this process's pool may have
     been sized already, and TVM cannot grow it)."""
     import json
@@ -356,7 +378,8 @@ def _measure_in_child(cpu: CPUModel, repeat: int, threads: int, bursts: int) -> 
     import sys
 
     code = ("import pickle, sys, json; from tvm_ttile.cpu import measure_peak; "
-            f"print(json.dumps(measure_peak(pickle.loads(sys.stdin.buffer.read()), {repeat}, {threads}, {bursts})))")
+            f"print(json.dumps(measure_peak(pickle.loads(sys.stdin.buffer.read()), {repeat}, {threads}, {bursts}, "
+            f"{precision!r})))")
     env = dict(os.environ, TVM_NUM_THREADS=str(threads), **{_MEASURING_CHILD: str(threads)})
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cpu), capture_output=True, env=env)
     if out.returncode:
@@ -383,8 +406,9 @@ def measure_bandwidth(cpu: CPUModel, threads: int = 1, mib: int = 256, repeat: i
     return {"bandwidth_gbs": 2 * 4 * elements / secs[0] / 1e9, "bandwidth_bytes_streamed": 2 * 4 * elements}
 
 
-def peak_path(cpu: CPUModel, threads: int = 1):
-    return cpu.cache_dir / ("peak.json" if threads == 1 else f"peak_{threads}threads.json")
+def peak_path(cpu: CPUModel, threads: int = 1, precision: str = "fp32"):
+    kind = "" if precision == "fp32" else f"_{precision}"  # (fp32's files keep their names)
+    return cpu.cache_dir / (f"peak{kind}.json" if threads == 1 else f"peak{kind}_{threads}threads.json")
 
 
 def host_nominal(cpu: CPUModel, threads: int = 1) -> dict:
@@ -405,39 +429,41 @@ def host_nominal(cpu: CPUModel, threads: int = 1) -> dict:
 _RUN_PEAKS: dict = {}
 
 
-def run_peak(cpu: CPUModel, threads: int = 1) -> dict:
+def run_peak(cpu: CPUModel, threads: int = 1, precision: str = "fp32") -> dict:
     """The peak (and memory bandwidth) measured in this process, once per CPU and thread count: what a run's
     "% of peak" divides by, so that it reflects the machine's moment. A measurement above the cached best revises
     the cache (limits.merge). A CPU that cannot run here (a cross-compiled ISA) gets the cached peak."""
     if not _runs_here(cpu.isa.name):
-        return peak(cpu, threads=threads)
-    key = (str(cpu.cache_dir), threads)
+        return peak(cpu, threads=threads, precision=precision)
+    key = (str(cpu.cache_dir), threads, precision)
     if key not in _RUN_PEAKS:
-        peak(cpu, threads=threads, remeasure=True)
+        peak(cpu, threads=threads, remeasure=True, precision=precision)
     return _RUN_PEAKS[key]
 
 
-def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool = False) -> dict:
+def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool = False,
+         precision: str = "fp32") -> dict:
     """The best peak of `cpu` at `threads` threads ever measured (a capacity: a busy moment only lowers it), per
     CPU/ISA/TVM/tvm_ttile version and thread count. A first measurement is the best of limits.FIRST_BURSTS
     spaced bursts; `remeasure` measures once more now (kept for this process's run_peak) and revises the cache
     if it finds more; `rebuild` forgets the cache and measures afresh."""
-    path = peak_path(cpu, threads)
+    path = peak_path(cpu, threads, precision)
     cached = None if rebuild else _cached_peak(path)
     if cached and not remeasure:
         return cached
-    with measuring(path, f"the {threads}-thread peak"):
+    with measuring(path, f"the {threads}-thread {precision} peak"):
         cached = None if rebuild else _cached_peak(path)  # measured by another process while this one waited
         if cached and not remeasure:
             return cached
+        kind = {} if precision == "fp32" else {"precision": precision}
         if cached:
-            measured = dict(cpu.describe(), **measure_peak(cpu, threads=threads))
+            measured = dict(cpu.describe(), **measure_peak(cpu, threads=threads, **kind))
         else:
             measured = dict(cpu.describe(), **measure_peak(cpu, repeat=3, threads=threads,
-                                                           bursts=limits.FIRST_BURSTS))
-        if _runs_here(cpu.isa.name):
+                                                           bursts=limits.FIRST_BURSTS, **kind))
+        if _runs_here(cpu.isa.name) and precision == "fp32":  # (limits.nominal knows fp32 rates)
             measured.update(host_nominal(cpu, threads))
-        _RUN_PEAKS[(str(cpu.cache_dir), threads)] = measured
+        _RUN_PEAKS[(str(cpu.cache_dir), threads, precision)] = measured
         record, revised = limits.merge(cached, measured)
         write_json(path, record)
     log = logging.getLogger(__name__)

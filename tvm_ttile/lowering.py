@@ -20,6 +20,7 @@ from .errors import TTileError
 from . import read_in_place as in_place_reads
 from .microkernels import intrin
 from .microkernels.spec import FAMILIES
+from .precision import get as get_precision
 from .scheme import T as Tile
 from .scheme import Scheme, U, V
 from .recognize import CANONICAL, LOADS, product_of, as_schedule, canonicalize, recognize
@@ -63,7 +64,7 @@ def problem_of(func, isa: str, lanes: int) -> Problem:
     _, x, y = product_of(sch.get(block).body.value)
     halo = any(not _is_identity_copy(sch.get(p)) for p in producers_of(sch, block, y if c.weights_first else x))
     return Problem(c.op, tuple((d, sizes[d]) for d in DIMS[c.op]), lanes, isa, c.stride, c.dilation,
-                   batch=c.batch_size, halo=halo)
+                   batch=c.batch_size, halo=halo, precision=c.precision)
 
 
 # Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Off: on the
@@ -141,7 +142,9 @@ def lower(problem: Problem, scheme: Scheme, func, *, threads: int = 1, prepack: 
     op = problem.op
     npar = len(scheme.parallel_levels)
     prefetch = WEIGHT_PREFETCH[op] if options.prefetch is None else options.prefetch
-    packed = pack_weights(sch, block, op, pack_block(problem, scheme), one_d) if prepack else 0
+    # (reduced-precision weights come in their instruction's layout, packed by the operator: nothing to pack)
+    packed = pack_weights(sch, block, op, pack_block(problem, scheme), one_d) \
+        if prepack and get_precision(problem.precision).packs_weights else 0
     # Batch loops (a batch matmul's batch, a grouped conv2d's groups) stay outermost, above every level of the
     # scheme; with a Par level they join the parallel loop (independent instances: more chunks, one fork).
     *batch_loops, = sch.get_loops(block)[:-len(BLOCK_DIMS[op])]

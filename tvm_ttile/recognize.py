@@ -65,6 +65,7 @@ class Contraction:
     weights_first: bool = False  # the product is written weights * input
     layouts: tuple = ()  # (("input", dims as read), ("weights", dims as read)); batch iterators are b0, b1, ...
     groups: int = 1  # a grouped convolution's groups: one conv2d per group, the group an outer level
+    precision: str = "fp32"  # precision.PRECISIONS, from the operands' dtypes (PRECISION_OF_DTYPES)
 
     @property
     def op(self) -> str | None:
@@ -123,16 +124,47 @@ LOADS = ("BufferLoad", "TensorLoad")  # TVM 0.27's TIR reads buffers with either
 
 
 def product_of(value):
-    """(accumulator load, x, y) of `acc + x * y` (either order of the sum), else None."""
+    """(accumulator load, x, y) of `acc + x * y` (either order of the sum), else None; x and y are the loads
+    themselves where the product widens them first (an int8 product: int32(x) * int32(y))."""
     kind = type(value).__name__
     if kind != "Add":
         return None
     for acc, prod in ((value.a, value.b), (value.b, value.a)):
         if type(acc).__name__ in LOADS and type(prod).__name__ == "Mul":
-            x, y = prod.a, prod.b
+            x, y = _widened(prod.a), _widened(prod.b)
             if type(x).__name__ in LOADS and type(y).__name__ in LOADS:
                 return acc, x, y
     return None
+
+
+def _widened(expr):
+    """The load under a widening cast (int32(u8 load)), else `expr`."""
+    if type(expr).__name__ == "Cast" and type(expr.value).__name__ in LOADS:
+        return expr.value
+    return expr
+
+
+# The precisions a contraction may compute, by the dtypes of its (output, input, weights).
+PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grouped:
+    """A weight load in a dot-product instruction's layout, W[k // g, j, k % g], seen as the W[k, j] it holds."""
+    source: object
+    indices: tuple
+
+
+def _ungrouped(load):
+    """`load` as `_Grouped` when it reads W[k // g, j, k % g] (one iterator k, a constant g), else None."""
+    idx = list(load.indices)
+    if len(idx) < 3 or type(idx[-3]).__name__ != "FloorDiv" or type(idx[-1]).__name__ != "FloorMod":
+        return None
+    div, mod = idx[-3], idx[-1]
+    if not (div.a.same_as(mod.a) and isinstance(div.b, tvm.tirx.IntImm) and isinstance(mod.b, tvm.tirx.IntImm)
+            and int(div.b) == int(mod.b)):
+        return None
+    return _Grouped(load.source, (*idx[:-3], div.a, idx[-2]))
 
 
 def index_of(expr, ivars, analyzer):
@@ -162,8 +194,18 @@ def recognize_block(stmt) -> Contraction | str:
     acc, x, y = parts
     if not acc.source.same_as(store.buffer) or any(not a.same_as(b) for a, b in zip(acc.indices, store.indices)):
         return f"block {name!r} does not accumulate into the element it stores"
-    if any(str(b.dtype) != "float32" for b in (store.buffer, x.source, y.source)):
-        return f"block {name!r} is not float32 (tvm_ttile's microkernels are float32)"
+    dtypes = tuple(str(b.dtype) for b in (store.buffer, x.source, y.source))
+    precision = PRECISION_OF_DTYPES.get(dtypes) or PRECISION_OF_DTYPES.get((dtypes[0], dtypes[2], dtypes[1]))
+    if precision is None:
+        return (f"block {name!r} computes {dtypes[1]} x {dtypes[2]} -> {dtypes[0]}; tvm_ttile's microkernels "
+                "compute float32 and u8 x s8 -> s32")
+    if precision != "fp32":  # the weights (the signed operand) in the instruction's layout
+        signed = x if str(x.source.dtype) == "int8" else y
+        grouped = _ungrouped(signed)
+        if grouped is None:
+            return (f"block {name!r}: int8 weights must be read in the dot-product layout W[k // 4, j, k % 4] "
+                    "(operators.QMatmul.pack_weights)")
+        x, y = (grouped, y) if signed is x else (x, grouped)
     analyzer = Analyzer()
     for iv in stmt.iter_vars:  # not the unit ones: they would become 0 and leave the indices
         if int(iv.dom.extent) > 1:
@@ -182,8 +224,14 @@ def recognize_block(stmt) -> Contraction | str:
     if any(compound):
         group = lambda pos, k, c, kg: analyzer.can_prove_equal(  # noqa: E731 - a grouped input channel?
             analyzer.simplify((x if compound[0] else y).indices[pos]), tvm.tirx.floordiv(ivars[k], kg) * extent[c] + ivars[c])
-        return _convolution(name, out, reduce, loads, compound, extent, group)
-    return _matmul(name, out, reduce, loads, extent)
+        found = _convolution(name, out, reduce, loads, compound, extent, group)
+    else:
+        found = _matmul(name, out, reduce, loads, extent)
+    if isinstance(found, Contraction) and precision != "fp32":
+        if found.kind != "matmul":
+            return f"block {name!r}: {precision} is tuned for matmul only, not {found.kind}"
+        found = dataclasses.replace(found, precision=precision)
+    return found
 
 
 def _plain(idx) -> list:

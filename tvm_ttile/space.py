@@ -12,6 +12,7 @@ from .errors import TTileError
 from .microkernels.catalog import classes_of
 from .microkernels.family import FEW_CHANNELS, window_unrolls
 from .microkernels.spec import FAMILIES, Microkernel
+from .precision import get as get_precision
 from .scheme import IN_PLACE_BORDERS, LAMBDA, Lambda, P, Par, Scheme, T, U, V, balance_kind
 
 # Loop dimensions of each operator, and which one is the reduction the microkernel reuses.
@@ -50,6 +51,7 @@ class Problem:
     vector_pad: int = 0  # elements added along the vector dimension to reach whole vectors
     batch: int = 1  # independent instances above the scheme's loops (a batch matmul's batch dimensions)
     halo: bool = False  # the function pads the input (a convolution's padding): where, a scheme's InPlace says
+    precision: str = "fp32"  # what the microkernels multiply (precision.PRECISIONS)
 
     @property
     def in_place_borders(self) -> tuple:
@@ -86,7 +88,12 @@ class Problem:
     @classmethod
     def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
         from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul
+        from .operators.qmatmul import QMatmul
 
+        if isinstance(operator, QMatmul):  # the reduction in whole groups, as the function pads it
+            np_ = -(-operator.N // lanes) * lanes
+            return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.padded_k())), lanes, isa,
+                       vector_pad=np_ - operator.N, precision=operator.precision)
         if isinstance(operator, Conv1d):  # a conv2d of height 1 (its intrinsics read the 3-d buffers), per group
             g = operator.groups
             kg = operator.K // g
@@ -295,7 +302,8 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
             factors[s.dim] = factors.get(s.dim, 1) * n
     unrolled = FAMILIES[problem.op]["unrolled_reduction"]
     red = specs[i - 1].n * (factors.get(unrolled, 1) if unrolled else 1)
-    return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation, **factors)
+    return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation,
+                            problem.precision, **factors)
 
 
 def vector_widths(kept: list, vector: str) -> set:
@@ -411,7 +419,7 @@ class Space:
         self._padded = {}
         # Padding is a choice next to partial tiles and Lambdas: each target kept only if a space exists with it,
         # alone or with one other dimension padded too (M = 97 rows fit a Lambda only once N's 125 vectors are 128).
-        targets = pad_targets(problem, kept) if padding else {}
+        targets = pad_targets(problem, kept) if padding and get_precision(problem.precision).pads else {}
         self.padding = {}
         for d, ts in targets.items():
             others = [{}] + [{e: u} for e, us in targets.items() if e != d for u in us]
@@ -451,6 +459,12 @@ class Space:
     def reuse_extent(self, choice: Choice) -> int:
         """Iterations available to the reuse loop over c (conv2d), k (matmul) or r (depthwise)."""
         return self.problem.size[self.problem.reuse] // choice.covers(self.problem.reuse)
+
+    def reuse_sizes(self, choice: Choice) -> list:
+        """The iteration counts the reuse loop may run: divisors of reuse_extent, in whole groups of the
+        precision's dot product (int8's 4 reduction elements per instruction)."""
+        group = get_precision(self.problem.precision).group
+        return [d for d in divisors(self.reuse_extent(choice)) if d % group == 0]
 
     def min_reuse(self, choice: Choice) -> int:
         """The fewest iterations the reuse loop may run (WHOLE_REUSE: all of them)."""

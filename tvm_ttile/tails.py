@@ -18,7 +18,7 @@ from .space import Problem, microkernel_of
 TAIL_PREFIX = "ttile_tail~"
 
 
-def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
+def _region_mk(op, isa, lanes, stride, dilation, ext: dict, precision: str = "fp32") -> Microkernel:
     """A Microkernel whose tile is `ext`: its description is exactly the tile computation we need."""
     family = FAMILIES[op]
     v = family["vector"]
@@ -30,25 +30,26 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict) -> Microkernel:
     factors[v] = ext.get(v, lanes) // lanes
     if family["unrolled_reduction"]:  # conv2d: the region's c is the reduction loop's, none unrolled
         factors[family["unrolled_reduction"]] = 1
-    return Microkernel.make(op, isa, lanes, ext.get(family["reduction"], 1), stride, dilation, **factors)
+    return Microkernel.make(op, isa, lanes, ext.get(family["reduction"], 1), stride, dilation, precision, **factors)
 
 
 def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0,
               zero_start: bool = False, one_d: bool = False) -> str:
     extra = "" if ext is None else "~ext=" + ",".join(f"{d}{e}" for d, e in sorted(ext.items()))
     suffix = intrin.variant_suffix(packed, prefetch, zero_start, one_d)
-    return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}~st{problem.stride}~dl{problem.dilation}~"
+    kind = "" if problem.precision == "fp32" else f":{problem.precision}"  # (fp32's names stay as they were)
+    return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}{kind}~st{problem.stride}~dl{problem.dilation}~"
             f"{sub.text}{extra}{'~' + suffix if suffix else ''}")
 
 
 def _parse_tail_name(name: str):
-    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)(?::(\w+))?~st(\d+)~dl(\d+)~(.*?)(?:~ext=([\w,]+))?"
                      + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?"
                      + f"({intrin.ONE_D})?)?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, st, dl, text, ext, packed, prefetch, zero_start, one_d = m.groups()
-    problem = Problem(op, (), int(lanes), isa, int(st), int(dl))
+    op, isa, lanes, precision, st, dl, text, ext, packed, prefetch, zero_start, one_d = m.groups()
+    problem = Problem(op, (), int(lanes), isa, int(st), int(dl), precision=precision or "fp32")
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
     return (problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0), bool(zero_start),
             bool(one_d))
@@ -63,14 +64,14 @@ def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed
     reduction); `one_d`: over a 1-d convolution's buffers (intrin.ONE_D). Returns (name, region_mk)."""
     name = tail_name(problem, sub, ext, packed, prefetch, zero_start, one_d)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
-                        ext if ext is not None else sub.extents(problem.lanes)[0])
+                        ext if ext is not None else sub.extents(problem.lanes)[0], problem.precision)
     if TensorIntrin.get(name, allow_missing=True) is None:
         desc = intrin._func(region, impl=False, packed=packed, one_d=one_d)
         with IRBuilder() as ib:
             with T.prim_func(s_tir=True):
                 T.func_name("tail_impl")
                 params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-                A, B, C = intrin._buffers(region, params, impl=True, packed=packed, one_d=one_d)
+                A, B, C = intrin.tile_buffers(region, params, impl=True, packed=packed, one_d=one_d)
                 full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
                 with T.sblock("root"):
                     T.reads(full(C), full(A), full(B))
@@ -102,7 +103,7 @@ def _emit_partial(problem, scheme, ext, A, B, C, prefetch=0):
 
     def counts(dims, base, avail):
         if not dims:
-            intrin.emit_microkernel(mk, A, B, C, base, prefetch)
+            intrin.emit(mk, A, B, C, base, prefetch)
             return
         d, u = dims[0], unit.get(dims[0], 1)
         with T.serial(0, tir.floordiv(avail[d], u)) as v:
@@ -143,7 +144,7 @@ def _emit_levels(specs, exts, base, mk, A, B, C, prefetch=0, zero_start=False):
     """Loops for the T specifiers down to the reuse loop, then the microkernel at the accumulated offsets."""
     if len(specs) > 1 and not isinstance(specs[0], (U, V)) and isinstance(specs[1], (U, V)):
         # specs[0] is the reuse loop: the microkernel owns it
-        intrin.emit_microkernel(mk, A, B, C, base, prefetch, zero_start)
+        intrin.emit(mk, A, B, C, base, prefetch, zero_start)
         return
     spec = specs[0]
     below = exts[1].get(spec.dim, 1)

@@ -26,6 +26,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from . import cpu as cpu_mod
 from .cache import read_json, write_json
 from .confirm import confirm_top, reopen
+from .context import Context
 from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, default_builder, default_runner
@@ -33,6 +34,7 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
                            prepare_logging, records_of)
 from .operators import run_against_reference
 from .progress import Progress
+from .precision import get as get_precision
 from .scheme import Scheme
 from .workdir import WorkDir, append_journal, claim, read_journal, work_key
 
@@ -112,12 +114,13 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     if trials <= 0:
         raise TTileError(f"trials must be positive (0 only with the model strategy, which then measures no "
                          f"candidate), got {trials}")
-    cpu = cpu or cpu_mod.detect_host()
-    cpu_mod.check_runs_here(cpu) if runner is None else None
-    cpu_mod.use_threads(threads)  # before anything in this process runs a parallel loop
-    work_dir = work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_")
-    target = cpu.target(threads)
-    claim(work_dir, work_key(target, threads, settings, cpu))  # before any measuring: refuse another CPU's work dir
+    # TVM's pool is sized before anything in this process runs a parallel loop (Context.make); the precision is
+    # the operator's, refused in one line when the CPU lacks it
+    ctx = Context.make(cpu=cpu, threads=threads, precision=operator.precision, settings=settings, seed=seed,
+                       work_dir=work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_"))
+    cpu, work_dir, target = ctx.cpu, ctx.work_dir, ctx.target
+    ctx.check_runs_here() if runner is None else None
+    ctx.claim()  # before any measuring: refuse another CPU's (or precision's) work dir
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(records_of(database, mod))
@@ -137,7 +140,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         operator.flops, mod, target, work_dir, database, todo, space=TTileSpaceGenerator(), strategy=search,
         cost_model=ms.cost_model.RandomModel(), seed=seed, settings=settings, runner=runner, threads=threads, cpu=cpu,
         trials_per_iter=trials_per_iter, progress=progress, verbose=verbose, builder=builder,
-        label=f"tuning {operator.name or type(operator).__name__}")
+        label=f"tuning {operator.name or type(operator).__name__}", precision=ctx.precision)
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
 
 
@@ -191,16 +194,17 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
-              builder=None, cpu=None) -> tuple:
+              builder=None, cpu=None, precision: str = "fp32") -> tuple:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy, then re-time the fastest records
     together (confirm.confirm_top, per `settings`). Every measured candidate is appended to
     work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns (the total tuning seconds spent in
     work_dir over all runs, confirmation included; the database, reopened when confirmation rewrote it).
     Pass one builder and runner to many calls (default_builder); `cpu`, the processor timing runs on, keys the
-    work dir with the target."""
+    work dir with the target and `precision`."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
-    claim(work_dir, work_key(target, threads, settings, cpu))  # never reuse timings made for other threads/targets/CPUs
+    # never reuse timings made for other threads, targets, CPUs or precisions
+    claim(work_dir, work_key(target, threads, settings, cpu, precision))
     offset = add_tuning_seconds(work_dir, 0.0)
     start = time.time()
     if todo:
@@ -272,7 +276,8 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
 
 
 def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, new_trials, threads) -> TuneResult:
-    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]  # measured in this process, at this thread count
+    # measured in this process, at this thread count and the operator's precision
+    peak = cpu_mod.run_peak(cpu, threads=threads, precision=operator.precision)["peak_gflops"]
     records = records_of(database, mod)
     history, notes = measured_history(database, mod, operator.flops, trial_log)
     failures = [{"scheme": s, "error": e} for s, g, e in history if e and e.startswith("lowering")]
@@ -297,8 +302,11 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
 
 
 def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:
-    """Run `mod` once on random inputs and compare with the numpy reference (relative to the output scale)."""
+    """Run `mod` once on random inputs and compare with the numpy reference (relative to the output scale; an
+    integer precision's result must equal it)."""
     got, ref = run_against_reference(operator, mod, target)
-    err = float(np.max(np.abs(got - ref)))
+    err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
+    if get_precision(operator.precision).exact:
+        return bool(err == 0), err
     scale = float(np.max(np.abs(ref))) or 1.0
     return bool(np.isfinite(err) and err <= rtol * scale), err

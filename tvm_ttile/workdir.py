@@ -77,9 +77,10 @@ class WorkDirMismatch(TTileError):
     pass
 
 
-def work_key(target, threads: int, settings=None, cpu=None) -> dict:
+def work_key(target, threads: int, settings=None, cpu=None, precision: str = "fp32") -> dict:
     """The key of timings made for `target` (a tvm.target.Target or dict) with `threads` threads, on `cpu` (a
-    cpu.CPUModel: its name says which processor; one target, e.g. x86-64-v4, covers several)."""
+    cpu.CPUModel: its name says which processor; one target, e.g. x86-64-v4, covers several), at `precision`
+    (named only when not fp32, so that work dirs tuned before precisions existed keep their keys)."""
     if not isinstance(target, dict):
         target = {k: (list(v) if type(v).__name__ == "Array" else v) for k, v in dict(target.export()).items()
                   if k in ("kind", "mcpu", "mtriple", "mattr", "num-cores")}
@@ -90,6 +91,8 @@ def work_key(target, threads: int, settings=None, cpu=None) -> dict:
             key["measure"]["keep_activations"] = True  # otherwise stay as they were
     if cpu is not None:
         key["cpu"] = cpu.describe()["cpu"]
+    if precision != "fp32":
+        key["precision"] = precision
     return json.loads(json.dumps(key, default=str))
 
 

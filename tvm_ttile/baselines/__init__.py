@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import TTileError
 from ..measure import MeasureSettings, build_module, timing_args
+from ..precision import get as get_precision, target_for
 from ..workdir import WorkDir
 
 @dataclasses.dataclass
@@ -58,7 +59,7 @@ class System:
     name = ""
     tunes = True
     ours = False  # a tvm_ttile system: its budget is --ttile-budget, it draws with the sampler's options
-    operators: tuple = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d")  # class names it takes
+    operators: tuple = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d", "QMatmul")  # class names it takes
     grouped = True  # it takes grouped convolutions (Conv2d, Conv1d with groups > 1)
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot
@@ -90,7 +91,8 @@ class System:
         from ..timing import kernel_timer
 
         mod = self.best_module(operator, work_dir, cpu, threads)
-        lib = build_module(mod, cpu.target(threads))  # as tuned: prepacked weights packed at build time, not timed
+        # as tuned: prepacked weights packed at build time, not timed
+        lib = build_module(mod, target_for(cpu, threads, operator.precision))
         return kernel_timer(lib, timing_args(mod), number=settings.number, repeat=settings.repeat,
                             min_repeat_ms=settings.min_repeat_ms)
 
@@ -238,8 +240,9 @@ class Library(System):
     def run(self, operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options):
         out, secs, version = self._call(operator, threads)
         ref = operator.reference(*operator.random_inputs())
-        err = float(np.max(np.abs(out - ref)))
-        ok = err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)
+        err = float(np.max(np.abs(out.astype(np.float64) - ref)))
+        exact = get_precision(operator.precision).exact  # an integer result must equal the reference
+        ok = err == 0 if exact else err <= 1e-3 * (float(np.max(np.abs(ref))) or 1.0)
         g = operator.flops / secs / 1e9
         return SystemResult(self.name, operator.name or repr(operator), g, 100 * g / peak, 0.0, 0, ok, err, [],
                             threads, version)
@@ -294,7 +297,7 @@ def run_system(system, operator, cpu=None, trials=50, seed=0, work_dir=None, thr
         options["strategy_options"] = strategy_options
     cpu = cpu or cpu_mod.detect_host()
     cpu_mod.use_threads(threads)
-    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]
+    peak = cpu_mod.run_peak(cpu, threads=threads, precision=operator.precision)["peak_gflops"]
     if sys_.tunes:
         work_dir = work_dir or tempfile.mkdtemp(prefix=f"tvm_ttile_{system}_")
     return sys_.run(operator, cpu, peak, trials, seed, work_dir, threads, settings, progress, options)

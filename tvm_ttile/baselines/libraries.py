@@ -238,11 +238,33 @@ def onnxruntime_batch_matmul(op, threads=1):
 
 
 # Per library, the operators it times (by class name).
+def onnxruntime_qmatmul(op, threads=1):
+    """ONNX Runtime's MatMulInteger (u8 x s8 -> s32, zero points 0) with the weights an initializer, as a QDQ
+    model's quantized MatMul holds them."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    a, w = op.random_inputs()
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["x", "w"], ["y"])], "qmatmul",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, a.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        initializer=[helper.make_tensor("w", TensorProto.INT8, w.shape, w.flatten())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    run = lambda: sess.run(None, {"x": a})[0]  # noqa: E731
+    return run(), _time(run), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
+
+
 LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depthwise": onednn_depthwise,
                         "Conv1d": onednn_conv1d, "Depthwise1d": onednn_conv1d},
              "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul,
                              "Depthwise": onnxruntime_depthwise, "BatchMatmul": onnxruntime_batch_matmul,
-                             "Conv1d": onnxruntime_conv1d, "Depthwise1d": onnxruntime_conv1d},
+                             "Conv1d": onnxruntime_conv1d, "Depthwise1d": onnxruntime_conv1d,
+                             "QMatmul": onnxruntime_qmatmul},
              "numpy": {"Matmul": numpy_matmul, "BatchMatmul": numpy_batch_matmul}}
 
 

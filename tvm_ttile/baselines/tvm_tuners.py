@@ -8,6 +8,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from ..metaschedule import evolutionary_search, open_database, records_of
+from ..precision import target_for
 from ..metaschedule.knob_search import KnobSearch
 from ..tune import run_tuner
 from .templates import template_for
@@ -32,7 +33,7 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
                       strategy_options=None):
     """Returns (database, mod, target, total tuning seconds); `strategy_options` go to the knob search of gbfs and
     na2c."""
-    target = cpu.target(threads)
+    target = target_for(cpu, threads, operator.precision)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     database = open_database(work_dir)
     before = len(records_of(database, mod))
@@ -40,7 +41,7 @@ def tune_tvm_baseline(system, operator, cpu, trials, seed, work_dir, settings, t
     seconds, database = run_tuner(
         operator.flops, mod, target, work_dir, database, max(trials - before, 0), space=space, strategy=strategy,
         cost_model=cost_model, seed=seed, settings=settings, threads=threads, trials_per_iter=min(64, max(trials, 1)),
-        progress=progress, label=f"{system} {operator.name or ''}", cpu=cpu)
+        progress=progress, label=f"{system} {operator.name or ''}", cpu=cpu, precision=operator.precision)
     return database, mod, target, seconds
 
 

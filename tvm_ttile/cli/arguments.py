@@ -110,6 +110,15 @@ PREPACK_HELP = ("weights are constants, as in a network: the tuned kernel may re
                 "time, and timing leaves that packing out (tvm_ttile, MetaSchedule and the templates)")
 
 
+def add_precision_arg(p, what: str) -> None:
+    """--precision, its choices from precision.PRECISIONS: one declaration for every command that takes it."""
+    from ..precision import PRECISIONS
+
+    p.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
+                   help=f"{what} at this precision (int8: u8 x s8 -> s32 on the CPU's dot-product instruction, "
+                        "matmul only for now; refused on a CPU without one)")
+
+
 def add_cpu_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--isa", choices=["avx2", "avx512", "neon"], help="force a narrower ISA of the host")

@@ -23,13 +23,18 @@ def cmd_peak(args) -> int:
     from ..microkernels.catalog import rethreshold
     from ..microkernels.spec import FAMILIES
 
+    from ..precision import get as get_precision, require
+
     cpu = _cpu(args)
+    require(args.precision, cpu)  # a precision the CPU lacks: one line
+    unit = get_precision(args.precision).unit
     # Measured now (a capacity: the cache keeps the best), so that a peak cached in a busy moment gets truer.
-    res = cpu_mod.peak(cpu, rebuild=args.rebuild, threads=args.threads, remeasure=cpu_mod.runs_here(cpu))
-    res["cache"] = str(cpu_mod.peak_path(cpu, args.threads))
+    res = cpu_mod.peak(cpu, rebuild=args.rebuild, threads=args.threads, remeasure=cpu_mod.runs_here(cpu),
+                       precision=args.precision)
+    res["cache"] = str(cpu_mod.peak_path(cpu, args.threads, args.precision))
     if args.threads == 1:  # the catalogs are measured at 1 thread
         for op in FAMILIES:
-            rethreshold(cpu, op)
+            rethreshold(cpu, op, precision=args.precision)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -38,9 +43,9 @@ def cmd_peak(args) -> int:
         print(f"caches   L1d {res['l1d_bytes'] // 1024} KiB, L2 {res['l2_bytes'] // 1024} KiB, "
               f"L3 {res['l3_bytes'] // 1024 // 1024} MiB")
         n = res.get("threads", 1)
-        print(f"peak     {res['peak_gflops']:.1f} GFLOPS fp32, {n} thread{'s' if n > 1 else ''} (median repeat "
-              f"{res['median_gflops']:.1f}; {res['accumulators']} FMA chains per thread built through TVM, target "
-              f"{json.dumps(res['target'])})")
+        print(f"peak     {res['peak_gflops']:.1f} {unit} {args.precision}, {n} thread{'s' if n > 1 else ''} (median "
+              f"repeat {res['median_gflops']:.1f}; {res['accumulators']} chains of {res.get('instruction', 'FMA')} "
+              f"per thread built through TVM, target {json.dumps(res['target'])})")
         print(f"kept     {limits.status(res)}")
         if res.get("nominal_gflops"):
             print(f"nominal  {res['nominal_gflops']:.1f} GFLOPS ({res['nominal_basis']})")
@@ -56,14 +61,22 @@ def cmd_peak(args) -> int:
 def cmd_microkernels(args) -> int:
     from ..microkernels.catalog import build_catalog, catalog_path
     from ..microkernels.heatmap import write_heatmap
-    from ..microkernels.spec import FAMILIES
+    from ..microkernels.spec import FAMILIES, REDUCED_OPS
+
+    from ..precision import require
 
     cpu = _cpu(args)
+    require(args.precision, cpu)  # a precision the CPU lacks: one line
     ops = list(FAMILIES) if args.op == "all" else [args.op]
+    if args.precision != "fp32":
+        ops = [op for op in ops if op in REDUCED_OPS]
+        if not ops:
+            raise TTileError(f"{args.precision} microkernels exist for {', '.join(REDUCED_OPS)}, not {args.op}")
+    kind = {} if args.precision == "fp32" else {"precision": args.precision}
     report = {}
     for op in ops:
-        cat = build_catalog(cpu, op, threshold=args.threshold, rebuild=args.rebuild)
-        path = catalog_path(cpu, op)
+        cat = build_catalog(cpu, op, threshold=args.threshold, rebuild=args.rebuild, **kind)
+        path = catalog_path(cpu, op, **kind)
         heat = write_heatmap(cat, path.with_suffix(".png"))
         data = cat.to_json()
         data.pop("entries")
@@ -72,19 +85,19 @@ def cmd_microkernels(args) -> int:
     if args.json:
         print(json.dumps(report if len(ops) > 1 else report[ops[0]], indent=1))
         return 0
-    print(f"peak     {_peak_status(cpu, 1)}")
+    print(f"peak     {_peak_status(cpu, 1, args.precision)}")
     for op, data in report.items():
         _print_catalog(op, data, args.top)
     return 0
 
 
-def _peak_status(cpu, threads: int) -> str:
+def _peak_status(cpu, threads: int, precision: str = "fp32") -> str:
     """The peak in use, when it was measured and what this run (or the last one) measured: one line."""
     from .. import cpu as cpu_mod
     from .. import limits
 
-    run = cpu_mod.run_peak(cpu, threads=threads) if cpu_mod.runs_here(cpu) else None
-    return limits.status(cpu_mod.peak(cpu, threads=threads), run)
+    run = cpu_mod.run_peak(cpu, threads=threads, precision=precision) if cpu_mod.runs_here(cpu) else None
+    return limits.status(cpu_mod.peak(cpu, threads=threads, precision=precision), run)
 
 
 def _print_catalog(op, data, top):
@@ -110,7 +123,12 @@ def _print_catalog(op, data, top):
 def _operator(args):
     import dataclasses
 
-    return dataclasses.replace(_shape(args), prepack=args.prepack)
+    from ..operators import at_precision
+
+    if args.precision != "fp32" and args.prepack:
+        raise TTileError(f"--prepack is for fp32: {args.precision} weights arrive packed in their instruction's "
+                         "layout")
+    return at_precision(dataclasses.replace(_shape(args), prepack=args.prepack), args.precision)
 
 
 def _shape(args):
@@ -195,6 +213,7 @@ def _shape(args):
 
 def cmd_tune(args) -> int:
     from ..measure import MeasureSettings
+    from ..precision import get as get_precision
     from ..tune import rpc_runner, tune
 
     cpu = _cpu(args)
@@ -209,7 +228,7 @@ def cmd_tune(args) -> int:
         from .. import cpu as cpu_mod
 
         cpu_mod.use_threads(args.threads)  # before the peak's first parallel loop sizes the pool
-        print(f"peak     {_peak_status(cpu, args.threads)}", flush=True)
+        print(f"peak     {_peak_status(cpu, args.threads, op.precision)}", flush=True)
     res = tune(op, cpu, trials=args.trials, seed=args.seed, threads=args.threads, work_dir=args.work_dir,
                sampler=args.sampler, runner=runner, progress=not args.json, verbose=args.verbose,
                sampler_options=parse_options(args.sampler_option),
@@ -222,8 +241,9 @@ def cmd_tune(args) -> int:
             d.pop("history")
         print(json.dumps(d, indent=1))
         return 0 if res.verified else 1
-    print(f"{res.operator}: best {res.gflops:.1f} GFLOPS = {res.percent_of_peak:.1f}% of the {res.peak_gflops:.0f} "
-          f"GFLOPS peak measured at {res.threads} thread{'s' if res.threads > 1 else ''}")
+    unit = get_precision(op.precision).unit
+    print(f"{res.operator}: best {res.gflops:.1f} {unit} = {res.percent_of_peak:.1f}% of the {res.peak_gflops:.0f} "
+          f"{unit} {op.precision} peak measured at {res.threads} thread{'s' if res.threads > 1 else ''}")
     if res.percent_of_peak > 110:  # a peak cached while the machine was busy reads low: say so
         print(f"warning: {res.percent_of_peak:.0f}% of peak: the cached peak ({res.peak_gflops:.0f} GFLOPS) was probably "
               "measured under load; re-measure it with `tvm-ttile peak --rebuild` on a quiet machine")

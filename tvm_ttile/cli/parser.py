@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ..winograd import DEFAULT as WINOGRAD_DEFAULT
-from .arguments import (PREPACK_HELP, add_cpu_args, add_strategy_option, dir_arg, host_port, non_negative, pad_arg,
-                        parents, threads_arg, trials_or_same)
+from .arguments import (PREPACK_HELP, add_cpu_args, add_precision_arg, add_strategy_option, dir_arg, host_port,
+                        non_negative, pad_arg, parents, threads_arg, trials_or_same)
 from .commands import cmd_compare, cmd_microkernels, cmd_peak, cmd_tune, cmd_tune_model
 
 
@@ -19,9 +19,10 @@ def make_parser():
 
 
 def _add_peak(sub, output, tuning) -> None:
-    p = sub.add_parser("peak", help="measure (once, then cached) the fp32 peak and memory bandwidth", parents=[output])
+    p = sub.add_parser("peak", help="measure (once, then cached) the peak and memory bandwidth", parents=[output])
     p.add_argument("--rebuild", action="store_true", help="measure again instead of reading the cache")
     p.add_argument("--threads", type=threads_arg, default=1, help="the peak and memory bandwidth of this many threads")
+    add_precision_arg(p, "the peak of the dot-product instruction")
     add_cpu_args(p)
     p.set_defaults(func=cmd_peak)
 
@@ -35,6 +36,7 @@ def _add_microkernels(sub, output, tuning) -> None:
     p.add_argument("--rebuild", action="store_true", help="measure every candidate again")
     p.add_argument("--threshold", type=float, default=0.80, help="keep kernels at >= this fraction of peak")
     p.add_argument("--top", type=int, default=15, help="rows of the kept list to print")
+    add_precision_arg(p, "microkernels")
     add_cpu_args(p)
     p.set_defaults(func=cmd_microkernels)
 
@@ -74,6 +76,7 @@ def _add_tune(sub, output, tuning) -> None:
     p.add_argument("--rpc-tracker", type=host_port, help="host:port of a TVM RPC tracker to measure on")
     p.add_argument("--rpc-key", default="local", help="device key at the RPC tracker")
     p.add_argument("--history", action="store_true", help="with --json: every trial's scheme and GFLOPS")
+    add_precision_arg(p, "the operator")
     add_cpu_args(p)
     add_strategy_option(p)
     p.set_defaults(func=cmd_tune)

@@ -132,16 +132,17 @@ class Catalog:
                    d.get("settings", {}), d.get("seconds", 0.0), d.get("complete", True))
 
 
-def catalog_path(cpu, op):
-    return cpu.cache_dir / f"catalog_{op}.json"
+def catalog_path(cpu, op, precision: str = "fp32"):
+    kind = "" if precision == "fp32" else f"_{precision}"  # (fp32's files keep their names)
+    return cpu.cache_dir / f"catalog_{op}{kind}.json"
 
 
 def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: bool = False, candidates=None,
-                  settings=None, path=None, chunk: int = 32) -> Catalog:
-    """Measure (or load) the catalog of `op` for `cpu`. `candidates` overrides the family (tests use a few, layers
-    with an unusual window add theirs: `catalog_for`). The file keeps every microkernel ever measured for the CPU;
-    the Catalog returned holds only the candidates asked for, so what one layer measured never enters another's
-    space."""
+                  settings=None, path=None, chunk: int = 32, precision: str = "fp32") -> Catalog:
+    """Measure (or load) the catalog of `op` for `cpu` at `precision` (its own file, against the peak of that
+    precision). `candidates` overrides the family (tests use a few, layers with an unusual window add theirs:
+    `catalog_for`). The file keeps every microkernel ever measured for the CPU; the Catalog returned holds only
+    the candidates asked for, so what one layer measured never enters another's space."""
     from ..measure import MeasureSettings
     from . import family
 
@@ -149,14 +150,16 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
         raise TTileError(f"unknown operator {op!r}; choose one of {sorted(FAMILIES)}")
     if not 0 < threshold <= 1:
         raise TTileError(f"threshold must be in (0, 1], got {threshold}")
-    path = Path(path) if path else catalog_path(cpu, op)
+    path = Path(path) if path else catalog_path(cpu, op, precision)
     settings = settings or MeasureSettings()
-    red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
-    cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red)
-    cat = _cached(path, op, cpu, cands, threshold, rebuild)[2]
+    red = family.measurement_red(cpu.isa, cpu.l1d_bytes, precision)
+    # (fp32's call keeps the three arguments that callers replacing family.candidates know)
+    kind = {} if precision == "fp32" else {"precision": precision}
+    cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red, **kind)
+    cat = _cached(path, op, cpu, cands, threshold, rebuild, precision)[2]
     if cat is None:
         with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
-            cat = _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red)
+            cat = _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red, precision)
         _report_entries(op, cat.entries, cat.peak_gflops)
     return cat.only({mk.text for mk in cands})
 
@@ -173,18 +176,19 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
             red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
             cands = family.candidates("conv2d", cpu.isa, red) + family.window_candidates(cpu.isa, red, size["r"],
                                                                                           size["s"], size["c"])
-    return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings)
+    kind = {} if problem.precision == "fp32" else {"precision": problem.precision}
+    return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings, **kind)
 
 
-def rethreshold(cpu, op, path=None) -> dict | None:
+def rethreshold(cpu, op, path=None, precision: str = "fp32") -> dict | None:
     """Re-express a cached catalog against the CPU's current (best measured) peak from its stored measurements,
     measuring nothing again; says so in one line when the peak moved, and in another when an entry is above
     limits.ENTRY_CEILING of it. Returns what the file now holds (None when there is no catalog)."""
-    path = Path(path) if path else catalog_path(cpu, op)
+    path = Path(path) if path else catalog_path(cpu, op, precision)
     old = read_json(path)
     if not old or "entries" not in old:
         return None
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    peak = cpu_mod.peak(cpu, precision=precision)["peak_gflops"]
     log = logging.getLogger(__name__)
     if abs(old["peak_gflops"] - peak) > 1e-6 * peak:
         was = len(Catalog.from_json(old).kept)
@@ -214,9 +218,9 @@ def _against(entries: list, peak: float) -> list:
     return [dict(e, percent_of_peak=100 * e["gflops"] / peak if e.get("gflops") else None) for e in entries]
 
 
-def _cached(path, op, cpu, cands, threshold, rebuild):
+def _cached(path, op, cpu, cands, threshold, rebuild, precision: str = "fp32"):
     """(what the cache holds, its entries by text, the complete Catalog or None), against the current peak."""
-    old = None if rebuild else rethreshold(cpu, op, path)
+    old = None if rebuild else rethreshold(cpu, op, path, precision)
     done = {}
     if old and old.get("op") == op and old.get("cpu") == cpu.describe():
         done = {e["text"]: e for e in old["entries"]}
@@ -227,18 +231,20 @@ def _cached(path, op, cpu, cands, threshold, rebuild):
     return old, done, None
 
 
-def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red) -> Catalog:
+def _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red, precision: str = "fp32") -> Catalog:
     from ..measure import default_builder, default_runner, measure_modules
     from ..progress import Progress
     from . import intrin
 
-    old, done, cat = _cached(path, op, cpu, cands, threshold, rebuild)
+    from ..precision import require
+
+    old, done, cat = _cached(path, op, cpu, cands, threshold, rebuild, precision)
     if cat is not None:  # measured by another process while this one waited
         return cat
-    peak = cpu_mod.peak(cpu)["peak_gflops"]
+    peak = cpu_mod.peak(cpu, precision=precision)["peak_gflops"]
     todo = [mk for mk in cands if mk.text not in done]
     started = time.time() - (old or {}).get("seconds", 0.0) if done else time.time()
-    target = cpu.target(1)
+    target = cpu.target(1, require(precision, cpu).mattr)
     bar = Progress(len(todo), f"{op} microkernels")
     entries = [done[mk.text] for mk in cands if mk.text in done]
     asked = {mk.text for mk in cands}

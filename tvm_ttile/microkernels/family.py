@@ -8,7 +8,8 @@ A (k-unroll x h-unroll) slice with small kernels too is added for the heat map (
 from __future__ import annotations
 
 from ..cpu import ISA
-from .spec import Microkernel
+from ..precision import get as get_precision
+from .spec import REDUCED_OPS, Microkernel
 
 
 def bounds(isa: ISA) -> dict:
@@ -72,9 +73,9 @@ def window_candidates(isa: ISA, red: int, R: int, S: int, channels: int | None =
     return _conv2d_unrolled(isa, red, window_unrolls(R, S, channels))
 
 
-def matmul_candidates(isa: ISA, red: int, j_max: int = 6) -> list:
+def matmul_candidates(isa: ISA, red: int, j_max: int = 6, precision: str = "fp32") -> list:
     b = bounds(isa)
-    return [Microkernel.make("matmul", isa.name, isa.lanes, red, i=ui, j=uj)
+    return [Microkernel.make("matmul", isa.name, isa.lanes, red, precision=precision, i=ui, j=uj)
             for uj in range(1, j_max + 1) for ui in range(1, b["out_max"] // uj + 1)]
 
 
@@ -96,7 +97,13 @@ def depthwise_candidates(isa: ISA, windows=(1, 3, 5), h_max: int = 2) -> list:
     return sorted(found, key=lambda m: m.name)
 
 
-def candidates(op: str, isa: ISA, red: int) -> list:
+def candidates(op: str, isa: ISA, red: int, precision: str = "fp32") -> list:
+    if precision != "fp32":
+        if op not in REDUCED_OPS:
+            from ..errors import TTileError
+
+            raise TTileError(f"{precision} microkernels exist for {', '.join(REDUCED_OPS)}, not {op}")
+        return matmul_candidates(isa, red, precision=precision)
     if op == "conv2d":
         return conv2d_candidates(isa, red)
     if op == "matmul":
@@ -108,10 +115,12 @@ def candidates(op: str, isa: ISA, red: int) -> list:
     raise TTileError(f"unknown operator {op!r}; choose conv2d, depthwise or matmul")
 
 
-def measurement_red(isa: ISA, l1d_bytes: int) -> int:
+def measurement_red(isa: ISA, l1d_bytes: int, precision: str = "fp32") -> int:
     """Reduction length for measuring in isolation: the paper uses 512; we take the largest power of two
-    <= 512 whose weight slice of a 2-vector kernel fits in half of L1, so timing stays hot-cache."""
+    <= 512 whose weight slice of a 2-vector kernel fits in half of L1, so timing stays hot-cache. A reduced
+    precision's step folds `group` elements of one vector's bytes: its reduction is that many times longer, for
+    the same steps and the same bytes of weights."""
     red = 512
     while red > 32 and red * 2 * isa.lanes * 4 > l1d_bytes // 2:
         red //= 2
-    return red
+    return red * get_precision(precision).group

@@ -18,6 +18,8 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
 from ..errors import TTileError
+from ..precision import dot_for_isa
+from . import intrin_int8
 from .spec import Microkernel
 from .no_init import skip_init
 
@@ -177,13 +179,15 @@ def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_
         with T.prim_func(s_tir=True):
             T.func_name(mk.name + variant_suffix(packed, prefetch, zero_start, one_d) + ("_impl" if impl else "_desc"))
             params = [T.arg(n, T.handle()) for n in ("a", "b", "c")]
-            A, B, C = _buffers(mk, params, impl, packed, one_d)
+            A, B, C = tile_buffers(mk, params, impl, packed, one_d)
             full = lambda buf: buf[tuple(slice(0, e) for e in buf.shape)]  # noqa: E731
             with T.sblock("root"):
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
                 if impl:
-                    emit_microkernel(mk, *views(A, B, C, packed, one_d), {}, prefetch, zero_start)
+                    emit(mk, *views(A, B, C, packed, one_d), {}, prefetch, zero_start)
+                elif mk.precision != "fp32":
+                    intrin_int8.desc_body(mk, A, B, C, loop_nest(mk))
                 else:
                     _desc_body(mk, *views(A, B, C, packed, one_d))
     return ib.get()
@@ -227,6 +231,21 @@ def _desc_body(mk, A, B, C):
             else:
                 o = [g("i"), g("j")]
                 T.buffer_store(C, C[tuple(o)] + A[g("i"), g("k")] * B[g("k"), g("j")], o)
+
+
+def tile_buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool = False):
+    """The buffers of one tile of `mk` (of any precision), as its intrinsic and the tails that hold it declare them."""
+    if mk.precision != "fp32":  # (its weights come in the instruction's layout: no variants)
+        return intrin_int8.buffers(mk, params, impl)
+    return _buffers(mk, params, impl, packed, one_d)
+
+
+def emit(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
+    """emit_microkernel for a microkernel of any precision (a reduced one: intrin_int8.emit, with its ISA's
+    dot-product instruction)."""
+    if mk.precision != "fp32":
+        return intrin_int8.emit(mk, A, B, C, dot_for_isa(mk.precision, mk.isa), base, zero_start)
+    return emit_microkernel(mk, A, B, C, base, prefetch, zero_start)
 
 
 def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
@@ -315,6 +334,9 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
     prefetching its weights that many reduction steps ahead; `zero_start`: the variant whose accumulators
     start at zero (emit_microkernel); `one_d`: the variant over a 1-d convolution's buffers (ONE_D)."""
     name = mk.name + variant_suffix(packed, prefetch, zero_start, one_d)
+    if mk.precision != "fp32" and (packed or prefetch or one_d):
+        raise TTileError(f"{mk.text}: {mk.precision} microkernels read weights in the instruction's layout, "
+                         "with no prepacked, prefetching or 1-d variant")
     if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
         TensorIntrin.register(name, _func(mk, False, packed, one_d=one_d),
@@ -327,8 +349,11 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
 def tile_problem(mk: Microkernel):
     """The operator instance whose whole iteration space is one call of `mk`."""
     from ..operators import Conv2d, Depthwise, Matmul
+    from ..operators.qmatmul import QMatmul
 
     u = dict(mk.unroll)
+    if mk.precision != "fp32":
+        return QMatmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red, precision=mk.precision)
     if mk.op == "depthwise":
         return Depthwise(C=u["k"] * mk.lanes, H=(u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1,
                          W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=mk.red, S=u["s"],

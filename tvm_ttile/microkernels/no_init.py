@@ -14,10 +14,11 @@ from tvm.tirx.script import builder as T
 NO_INIT = "ttile_noinit_"  # name prefix of the intrinsics that replace a dead init by nothing
 
 
-def no_init_name(shape: tuple, order: tuple) -> str:
-    """The name of the no-op init over an output tile of `shape`, its loops (outermost first) running over the
-    tile's dimensions `order` (dimensions of extent 1 have no loop)."""
-    return NO_INIT + "x".join(map(str, shape)) + "_" + "".join(map(str, order))
+def no_init_name(shape: tuple, order: tuple, dtype: str = "float32") -> str:
+    """The name of the no-op init over an output tile of `shape` (of `dtype`, named when not float32), its loops
+    (outermost first) running over the tile's dimensions `order` (dimensions of extent 1 have no loop)."""
+    kind = "" if dtype == "float32" else f"_{dtype}"
+    return NO_INIT + "x".join(map(str, shape)) + "_" + "".join(map(str, order)) + kind
 
 
 def register_no_init(name: str) -> str:
@@ -27,19 +28,21 @@ def register_no_init(name: str) -> str:
     before anything reads them, and on a short reduction storing them is a visible share of the time (the
     output's lines are fetched for the init, LLVM does not remove the stores)."""
     if TensorIntrin.get(name, allow_missing=True) is None:
-        shape_text, order_text = name[len(NO_INIT):].split("_")
+        shape_text, order_text, *dtype = name[len(NO_INIT):].split("_")
         shape, order = tuple(int(x) for x in shape_text.split("x")), tuple(int(x) for x in order_text)
-        TensorIntrin.register(name, _no_init_func(shape, order, False), _no_init_func(shape, order, True))
+        dtype = dtype[0] if dtype else "float32"
+        TensorIntrin.register(name, _no_init_func(shape, order, False, dtype),
+                              _no_init_func(shape, order, True, dtype))
     return name
 
 
-def _no_init_func(shape: tuple, order: tuple, impl: bool):
+def _no_init_func(shape: tuple, order: tuple, impl: bool, dtype: str = "float32"):
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
             T.func_name(f"{NO_INIT}{'impl' if impl else 'desc'}")
             c = T.arg("c", T.handle())
             strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
-            C = T.match_buffer(c, shape, "float32", strides=strides, offset_factor=1)
+            C = T.match_buffer(c, shape, dtype, strides=strides, offset_factor=1)
             with T.sblock("root"):
                 T.reads()
                 T.writes(C[tuple(slice(0, e) for e in shape)])
@@ -53,7 +56,7 @@ def _no_init_func(shape: tuple, order: tuple, impl: bool):
                             loop_of = dict(zip(order, lv))
                             iv = {d: T.axis.spatial(shape[d], loop_of[d]) for d in sorted(order)}
                             idx = [iv.get(d, 0) for d in range(len(shape))]
-                            T.buffer_store(C, tir.const(0, "float32"), idx)
+                            T.buffer_store(C, tir.const(0, dtype), idx)
     return ib.get()
 
 
@@ -104,7 +107,7 @@ def skip_init(sch, init, block) -> str | None:
         order.append(dim_of_iv[users[0]])
     if len(set(order)) != len(order):  # two loops on one output index: not a tile
         return None
-    name = register_no_init(no_init_name(tuple(shape), tuple(order)))
+    name = register_no_init(no_init_name(tuple(shape), tuple(order), str(store.buffer.dtype)))
     sch.tensorize(rest[0], name)
     return name
 

@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from ..errors import RegisterPressureError, ShapeError, TTileError, check_positive
+from ..precision import PRECISIONS, get as get_precision
 
 # Family order (outermost first) and which dimensions play which role.
 # "reduction": the dimension of the loop the intrinsic owns; "unrolled_reduction": a dimension unrolled inside
@@ -28,6 +29,10 @@ FAMILIES = {
 }
 
 
+# The families that have reduced-precision microkernels (int8: intrin_int8.py).
+REDUCED_OPS = ("matmul",)
+
+
 @dataclasses.dataclass(frozen=True)
 class Microkernel:
     op: str
@@ -37,6 +42,7 @@ class Microkernel:
     red: int  # iterations of the reduction loop inside the intrinsic
     stride: int = 1
     dilation: int = 1
+    precision: str = "fp32"  # precision.PRECISIONS: what it multiplies; `red` counts reduction elements in any
 
     def __post_init__(self):
         if self.op not in FAMILIES:
@@ -48,16 +54,23 @@ class Microkernel:
                        **{f"u{d}": f for d, f in self.unroll})
         if self.op == "conv2d" and self.red % self.get("c"):
             raise ShapeError(f"reduction length {self.red} is not a multiple of the c unroll {self.get('c')}")
+        if self.precision != "fp32":
+            group = get_precision(self.precision).group
+            if self.op not in REDUCED_OPS:
+                raise TTileError(f"{self.precision} microkernels exist for {', '.join(REDUCED_OPS)}, not {self.op}")
+            if self.red % group:
+                raise ShapeError(f"{self.precision} reduction length {self.red} is not a multiple of its group "
+                                 f"{group}")
 
     @classmethod
-    def make(cls, op, isa, lanes, red, stride=1, dilation=1, **factors):
+    def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", **factors):
         dims = FAMILIES.get(op, {}).get("dims")
         if dims is None:
             raise TTileError(f"unknown microkernel op {op!r}; choose one of {sorted(FAMILIES)}")
         unknown = set(factors) - set(dims)
         if unknown:
             raise TTileError(f"{op} microkernels have no dimension(s) {sorted(unknown)}; they unroll {dims}")
-        return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation)
+        return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation, precision)
 
     def get(self, dim: str) -> int:
         return dict(self.unroll)[dim]
@@ -133,32 +146,35 @@ class Microkernel:
     def text(self) -> str:
         """Canonical text: parses back with `Microkernel.parse`."""
         extra = "" if (self.stride, self.dilation) == (1, 1) else f" stride={self.stride} dilation={self.dilation}"
-        return f"{self.op}/{self.isa}x{self.lanes} {self.scheme} red={self.red}{extra}"
+        kind = "" if self.precision == "fp32" else f":{self.precision}"
+        return f"{self.op}/{self.isa}x{self.lanes}{kind} {self.scheme} red={self.red}{extra}"
 
     @property
     def name(self) -> str:
         """Deterministic TensorIntrin name: same shape and ISA -> same name."""
         body = "_".join(f"{d}{f}" for d, f in self.unroll)
         extra = "" if (self.stride, self.dilation) == (1, 1) else f"_st{self.stride}_dl{self.dilation}"
-        return f"ttile_{self.op}_{self.isa}x{self.lanes}_{body}_red{self.red}{extra}"
+        kind = "" if self.precision == "fp32" else f"{self.precision}_"
+        return f"ttile_{self.op}_{self.isa}x{self.lanes}_{kind}{body}_red{self.red}{extra}"
 
-    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+) \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
+    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+))? \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
 
     @classmethod
     def parse(cls, text: str) -> "Microkernel":
         m = cls._TEXT.match(text.strip())
         if not m:
             raise TTileError(f"not a microkernel text: {text!r}")
-        op, isa, lanes, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, body, red, st, dl = m.groups()
         factors = {}
         for item in re.findall(r"U\((\d+),(\w)\)", body):
             factors[item[1]] = int(item[0])
-        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), **factors)
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", **factors)
         if mk.text != text.strip():
             raise TTileError(f"not a canonical microkernel text: {text!r} (canonical: {mk.text!r})")
         return mk
 
-    _NAME = re.compile(r"^ttile_(\w+?)_(\w+)x(\d+)_((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
+    _NAME = re.compile(r"^ttile_(\w+?)_(\w+)x(\d+)_(?:(" + "|".join(p for p in PRECISIONS if p != "fp32")
+                       + r")_)?((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
 
     @classmethod
     def from_name(cls, name: str) -> "Microkernel":
@@ -166,9 +182,9 @@ class Microkernel:
         m = cls._NAME.match(name)
         if not m:
             raise TTileError(f"not a tvm_ttile microkernel intrinsic name: {name!r}")
-        op, isa, lanes, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, body, red, st, dl = m.groups()
         factors = {item[0]: int(item[1:]) for item in body.strip("_").split("_")}
-        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), **factors)
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", **factors)
         if mk.name != name:
             raise TTileError(f"not a canonical microkernel intrinsic name: {name!r}")
         return mk

@@ -11,6 +11,7 @@ class _Operator:
     """What every operator does alike: its PrimFunc from its TE definition (`te`), and its constant weights
     padded to the shape that function takes."""
     groups = 1  # independent convolutions in one (Conv2d's field; 1 for every other operator)
+    precision = "fp32"  # what it multiplies (precision.PRECISIONS; QMatmul's field)
 
     def prim_func(self, vector_lanes: int | None = None):
         return _prim_func(self, vector_lanes)
@@ -125,7 +126,9 @@ def run_against_reference(operator, mod, target, seed: int = 7):
     a, b = operator.random_inputs(seed=seed)
     ref = operator.reference(a, b)
     dev = tvm.cpu()
-    out = tvm.runtime.tensor(np.full(ref.shape, np.nan, np.float32), dev)
+    # Every output element starts as what no kernel computes: NaN, or the most negative integer
+    blank = np.nan if np.issubdtype(ref.dtype, np.floating) else np.iinfo(ref.dtype).min
+    out = tvm.runtime.tensor(np.full(ref.shape, blank, ref.dtype), dev)
     func = mod["main"] if isinstance(mod, tvm.IRModule) else mod
     lib(tvm.runtime.tensor(a, dev), tvm.runtime.tensor(weights_for(operator, b, func), dev), out)
     return out.numpy(), ref

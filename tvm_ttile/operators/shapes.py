@@ -5,10 +5,11 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-from ..errors import ShapeError
+from ..errors import ShapeError, TTileError
 from .conv1d import Conv1d, Depthwise1d
 from .conv2d import Conv2d, Depthwise
 from .matmul import BatchMatmul, Matmul
+from .qmatmul import QMatmul
 
 
 @lru_cache(maxsize=None)
@@ -49,10 +50,34 @@ SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
 
 OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "depthwise1d": Depthwise1d,
              "matmul": Matmul, "batch_matmul": BatchMatmul}
+# (fp32 operator class, precision) -> its quantized form made from an instance (at_precision)
+QUANTIZED = {(Matmul, "int8"): lambda op: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name)}
+QUANTIZED_KINDS = {QMatmul: "matmul"}  # the shapes-file "op" of each quantized operator
+
+
+def at_precision(operator, precision: str):
+    """`operator` computing `precision`: itself for fp32, else its quantized counterpart (QUANTIZED), refused in
+    one line for an operator that has none yet."""
+    from ..precision import get as get_precision
+
+    get_precision(precision)  # an unknown name: one line
+    if precision == operator.precision:
+        return operator
+    counterpart = QUANTIZED.get((type(operator), precision))
+    if counterpart is None:
+        have = ", ".join(f"{kind_of_class(c)} {p}" for c, p in QUANTIZED)
+        raise TTileError(f"{kind_of(operator)} has no {precision} form yet; tvm_ttile computes {have}")
+    return counterpart(operator)
+
+
+def kind_of_class(cls) -> str:
+    return next(kind for kind, c in OPERATORS.items() if c is cls)
 
 
 def kind_of(operator) -> str:
-    """The shapes-file "op" of an operator (a key of OPERATORS)."""
+    """The shapes-file "op" of an operator (a key of OPERATORS), a quantized one's too."""
+    if type(operator) in QUANTIZED_KINDS:
+        return QUANTIZED_KINDS[type(operator)]
     return next(kind for kind, cls in OPERATORS.items() if isinstance(operator, cls))
 
 
@@ -61,7 +86,8 @@ def load_shapes(path) -> list:
     "depthwise1d" | "matmul" | "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H,
     W, R, S, stride, pad, dilation, N = batch, groups; depthwise: the same without K and groups; conv1d: K, C, W,
     S, stride, pad, dilation, N, groups; depthwise1d: the same without K and groups; matmul: M, N, K, dense;
-    batch_matmul: B, M, N, K, layout nn / nt / tn). pad is one int, [h, w] or
+    batch_matmul: B, M, N, K, layout nn / nt / tn), and optionally "precision" (precision.PRECISIONS; int8: matmul
+    only, operators.at_precision). pad is one int, [h, w] or
     [top, left, bottom, right] ([left, right] for conv1d). Every problem is a ShapeError naming the file, the entry
     and the field."""
     import os
@@ -94,7 +120,8 @@ def load_shapes(path) -> list:
         seen.add(name)
         if kind not in SHAPE_FIELDS:
             raise ShapeError(f'{where} ({name}): "op" must be one of {", ".join(SHAPE_FIELDS)}, got {kind!r}')
-        fields = {k: v for k, v in entry.items() if k not in ("name", "op")}
+        precision = entry.get("precision", "fp32")
+        fields = {k: v for k, v in entry.items() if k not in ("name", "op", "precision")}
         allowed = SHAPE_FIELDS[kind]["required"] + SHAPE_FIELDS[kind]["optional"]
         unknown = sorted(set(fields) - set(allowed))
         missing = [k for k in SHAPE_FIELDS[kind]["required"] if k not in fields]
@@ -103,7 +130,7 @@ def load_shapes(path) -> list:
                 ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
                 ([f"missing field(s) {', '.join(missing)}"] if missing else [])) + f" (a {kind} takes {', '.join(allowed)})")
         try:
-            ops.append(OPERATORS[kind](name=name, **fields))
-        except ShapeError as e:
+            ops.append(at_precision(OPERATORS[kind](name=name, **fields), precision))
+        except TTileError as e:  # (a ShapeError, an unknown precision, one an operator lacks)
             raise ShapeError(f"{where} ({name}): {e}") from None
     return ops

@@ -154,9 +154,9 @@ class Sampler:
     def draw_reuse(self, space: Space, choice: Choice) -> int:
         """A divisor of the reuse extent, at least the `min_reuse` option (or the whole extent if smaller) and the
         space's own floor (Space.min_reuse)."""
-        extent = space.reuse_extent(choice)
-        floor = min(max(self.options.get("min_reuse", 1), space.min_reuse(choice)), extent)
-        return self.rng.choice([d for d in divisors(extent) if d >= floor])
+        sizes = space.reuse_sizes(choice)
+        floor = min(max(self.options.get("min_reuse", 1), space.min_reuse(choice)), max(sizes))
+        return self.rng.choice([d for d in sizes if d >= floor])
 
     def draw_parallel(self, space: Space, choice: Choice, reuse: int) -> tuple:
         """The parallel level for space.threads, drawn before the per-core tiles: a kind (the `parallel`

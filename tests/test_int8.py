@@ -1,0 +1,165 @@
+"""int8 (u8 x s8 -> s32): the precision registry and its one-line refusals, the VNNI microkernels, the int8
+matmul operator and every scheme drawn for it, which must equal an exact integer numpy reference bit for bit, at 1
+and 2 threads; the int8 peak; work dirs, catalogs and shapes files keyed by precision."""
+import dataclasses
+import json
+import random
+
+import numpy as np
+import pytest
+
+from tvm_ttile import cpu as cpu_mod
+from tvm_ttile.context import Context
+from tvm_ttile.errors import ShapeError, TTileError, UnsupportedISAError
+from tvm_ttile.lowering import lower
+from tvm_ttile.microkernels import family, intrin
+from tvm_ttile.microkernels.spec import Microkernel
+from tvm_ttile.operators import Matmul, QMatmul, at_precision, load_shapes, run_against_reference
+from tvm_ttile.precision import dot_product, require
+from tvm_ttile.recognize import recognize
+from tvm_ttile.samplers import make_sampler
+from tvm_ttile.space import Problem, Space
+
+HOST = cpu_mod.detect_host()
+needs_vnni = pytest.mark.skipif(dot_product("int8", HOST) is None,
+                                reason="this CPU has no int8 dot-product instruction (AVX512_VNNI)")
+
+
+def test_a_cpu_without_an_int8_instruction_is_refused_in_one_line():
+    bare = dataclasses.replace(cpu_mod.detect_host("avx512") if "avx512f" in HOST.flags else HOST, extensions=())
+    with pytest.raises(UnsupportedISAError, match="cannot compute int8: it needs avx512_vnni") as e:
+        require("int8", bare)
+    assert "\n" not in str(e.value)
+    with pytest.raises(UnsupportedISAError, match="cannot compute int8"):
+        Context.make(cpu=bare, precision="int8")
+    with pytest.raises(TTileError, match="precision 'int4' is not supported; choose from fp32, int8"):
+        Context.make(cpu=bare, precision="int4")
+    assert require("fp32", bare).name.startswith("fma")  # fp32 needs nothing beyond the ISA
+
+
+def test_int8_microkernels_are_values_with_their_own_names():
+    mk = Microkernel.make("matmul", "avx512", 16, 64, precision="int8", i=6, j=4)
+    fp32 = Microkernel.make("matmul", "avx512", 16, 64, i=6, j=4)
+    assert mk.text == "matmul/avx512x16:int8 [U(6,i),U(4,j),V(j)] red=64" and fp32.text != mk.text
+    assert mk.name == "ttile_matmul_avx512x16_int8_i6_j4_red64" and fp32.name == "ttile_matmul_avx512x16_i6_j4_red64"
+    assert Microkernel.parse(mk.text) == mk and Microkernel.from_name(mk.name) == mk
+    assert Microkernel.from_name(fp32.name) == fp32
+    with pytest.raises(ShapeError, match="int8 reduction length 62 is not a multiple of its group 4"):
+        Microkernel.make("matmul", "avx512", 16, 62, precision="int8", i=6, j=4)
+    with pytest.raises(TTileError, match="int8 microkernels exist for matmul, not conv2d"):
+        Microkernel.make("conv2d", "avx512", 16, 64, precision="int8", w=6, k=2)
+    # the measured reduction holds as many steps (and weight bytes) as fp32's
+    assert family.measurement_red(HOST.isa, HOST.l1d_bytes, "int8") == 4 * family.measurement_red(HOST.isa, HOST.l1d_bytes)
+
+
+def test_the_int8_product_is_recognized_and_others_refused_in_one_line():
+    c = recognize(QMatmul(M=9, N=20, K=30).prim_func(16))
+    assert (c.kind, c.precision, dict(c.extents)) == ("matmul", "int8", {"i": 9, "j": 32, "k": 32})
+    assert recognize(Matmul(M=9, N=20, K=30).prim_func(16)).precision == "fp32"
+    from tvm import te
+
+    a = te.placeholder((8, 8), "uint8", name="A")
+    b = te.placeholder((8, 8), "uint8", name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    c = te.compute((8, 8), lambda i, j: te.sum(a[i, k].astype("int32") * b[k, j].astype("int32"), axis=k))
+    with pytest.raises(TTileError, match="computes uint8 x uint8 -> int32; tvm_ttile's microkernels compute float32"):
+        recognize(te.create_prim_func([a, b, c]))
+
+
+def test_int8_weights_are_packed_in_the_instruction_layout_with_zero_padding():
+    op = QMatmul(M=3, N=20, K=6)
+    a, w = op.random_inputs(0)
+    packed = op.pack_weights(w, 16)
+    assert packed.shape == (2, 32, 4) and packed.dtype == np.int8
+    assert packed[0, 5, 2] == w[2, 5] and packed[1, 19, 1] == w[5, 19]
+    assert not packed[1, :, 2:].any() and not packed[:, 20:, :].any()  # K and N padding: zeros
+    with pytest.raises(ShapeError, match=r"int8 weights must be int8 \[6, 20\]"):
+        op.pack_weights(w.astype(np.int16), 16)
+    assert a.min() >= 0 and w.dtype == np.int8
+
+
+@needs_vnni
+@pytest.mark.parametrize("unroll", [(1, 1), (6, 4), (14, 2), (2, 6), (9, 3)])
+def test_int8_microkernels_match_an_exact_integer_reference(unroll):
+    ui, uj = unroll
+    mk = Microkernel.make("matmul", HOST.isa.name, HOST.lanes, 32, precision="int8", i=ui, j=uj)
+    op = intrin.tile_problem(mk)
+    got, ref = run_against_reference(op, intrin.tensorized_tile(mk), Context.make(precision="int8").target, seed=3)
+    assert got.dtype == np.int32 and np.array_equal(got, ref), mk.text
+
+
+def _random_qmatmul(rng, lanes):
+    return QMatmul(M=rng.choice([1, 7, 13, 29, 48, 97]), N=rng.choice([5, lanes, 3 * lanes + 1, 4 * lanes]),
+                   K=rng.choice([1, 3, 30, 64, 131]))
+
+
+@needs_vnni
+@pytest.mark.parametrize("threads", [1, 2])
+def test_drawn_int8_schemes_match_numpy_bit_for_bit(threads):
+    """Random shapes (primes, K not a multiple of 4, N not whole vectors) and every sampler's schemes over the
+    family's candidates, lowered and run against the integer reference: equal, element for element."""
+    rng = random.Random(7 + threads)
+    target = Context.make(threads=threads, precision="int8").target
+    kept = family.candidates("matmul", HOST.isa, 16, "int8")
+    checked = 0
+    for n in range(6):
+        op = _random_qmatmul(rng, HOST.lanes)
+        problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name)
+        assert problem.precision == "int8" and problem.size["k"] % 4 == 0
+        space = Space(problem, kept, threads=threads)
+        for sampler in ("ttile", "nondivisible"):
+            if not make_sampler(sampler).choices(space):
+                continue
+            for scheme in make_sampler(sampler, seed=n).sample_many(space, 2):
+                assert all(size % 4 == 0 for size in space.reuse_sizes(space.choices[0]))
+                lowered = lower(problem, scheme, op.prim_func(HOST.lanes), threads=threads)
+                got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
+                assert np.array_equal(got, ref), (op, scheme.text)
+                checked += 1
+    assert checked >= 12
+
+
+@needs_vnni
+def test_the_int8_peak_is_measured_on_its_instruction():
+    peak = cpu_mod.measure_peak(HOST, repeat=1, precision="int8")
+    fp32 = cpu_mod.measure_peak(HOST, repeat=1)
+    assert peak["instruction"] == "avx512_vnni" and peak["precision"] == "int8"
+    assert "+avx512vnni" in peak["target"]["mattr"] and "mattr" not in fp32["target"]
+    assert peak["peak_gflops"] > fp32["peak_gflops"]  # 4 products per lane against 1 (about 4x measured)
+
+
+@needs_vnni
+def test_int8_work_dirs_catalogs_and_peaks_are_kept_apart(tmp_path):
+    from tvm_ttile.microkernels.catalog import catalog_path
+    from tvm_ttile.workdir import WorkDirMismatch
+
+    Context.make(work_dir=str(tmp_path / "w")).claim()
+    with pytest.raises(WorkDirMismatch, match="precision"):
+        Context.make(work_dir=str(tmp_path / "w"), precision="int8").claim()
+    assert catalog_path(HOST, "matmul", "int8").name == "catalog_matmul_int8.json"
+    assert catalog_path(HOST, "matmul").name == "catalog_matmul.json"
+    assert cpu_mod.peak_path(HOST, 2, "int8").name == "peak_int8_2threads.json"
+
+
+def test_shapes_files_name_a_precision(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"layers": [{"name": "q", "op": "matmul", "M": 8, "N": 16, "K": 12,
+                                            "precision": "int8"}, {"name": "f", "op": "matmul", "M": 8, "N": 16,
+                                                                   "K": 12}]}))
+    q, f = load_shapes(path)
+    assert isinstance(q, QMatmul) and (q.M, q.N, q.K, q.name) == (8, 16, 12, "q") and isinstance(f, Matmul)
+    path.write_text(json.dumps({"layers": [{"name": "c", "op": "conv2d", "K": 16, "C": 16, "H": 8, "W": 8, "R": 3,
+                                            "S": 3, "precision": "int8"}]}))
+    with pytest.raises(ShapeError, match=r"layer 1 \(c\): conv2d has no int8 form yet"):
+        load_shapes(path)
+    assert at_precision(f, "fp32") is f
+
+
+@needs_vnni
+def test_tuning_an_int8_matmul_verifies_it_exactly(tmp_path):
+    from tvm_ttile.tune import tune
+    from tvm_ttile.workdir import WorkDir
+
+    res = tune(QMatmul(M=24, N=40, K=36, name="q"), trials=3, work_dir=str(tmp_path / "q"), progress=False)
+    assert res.verified and res.max_abs_error == 0.0 and res.gflops > 0
+    assert res.scheme and json.loads((tmp_path / "q" / WorkDir.KEY).read_text())["precision"] == "int8"
