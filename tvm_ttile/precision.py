@@ -71,11 +71,14 @@ class Precision:
 
 FMA = {isa: DotProduct(f"fma_{isa}", isa, lanes, ()) for isa, lanes in (("avx512", 16), ("avx2", 8), ("neon", 4))}
 VNNI_512 = DotProduct("avx512_vnni", "avx512", 16, ("avx512_vnni",), ("+avx512vnni",), "llvm.x86.avx512.vpdpbusd.512")
+# AVX-VNNI: the same instruction on 256-bit registers in a VEX encoding (Alder Lake and later; this LLVM names it
+# as the AVX-512VL form)
+VNNI_256 = DotProduct("avx_vnni", "avx2", 8, ("avx_vnni",), ("+avxvnni",), "llvm.x86.avx512.vpdpbusd.256")
 
 PRECISIONS = {
     "fp32": Precision("fp32", "float32", "float32", "float32", 1, tuple(FMA.values())),
     # u8 activations x s8 weights -> s32, as ONNX Runtime's and NNCF's QDQ models hold them
-    "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512,), packs_weights=False, pads=False),
+    "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256), packs_weights=False, pads=False),
 }
 
 
