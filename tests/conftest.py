@@ -43,7 +43,7 @@ def small_catalog(monkeypatch):
     from tvm_ttile.microkernels import family
 
     kept = {"conv2d": conv_kept, "matmul": matmul_kept, "depthwise": lambda isa, lanes, red: depthwise_kept(isa, lanes)}
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: kept[op](isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": kept[op](isa.name, isa.lanes, red))
     real_window = family.window_candidates
     monkeypatch.setattr(family, "window_candidates",
                         lambda isa, red, R, S, channels=None: real_window(isa, red, R, S, channels)[:4])

@@ -101,7 +101,7 @@ def test_catalog_for_asks_for_the_window_microkernels_a_layer_needs(host, monkey
     from tvm_ttile.space import Problem
 
     asked = []
-    monkeypatch.setattr(cat_mod, "build_catalog", lambda cpu, op, threshold, candidates=None, settings=None:
+    monkeypatch.setattr(cat_mod, "build_catalog", lambda cpu, op, threshold, candidates=None, settings=None, precision="fp32":
                         asked.append((op, candidates)))
     red = family.measurement_red(host.isa, host.l1d_bytes)
     for op in (Conv2d(K=64, C=64, H=17, W=17, R=1, S=7, pad=(0, 3)), Conv2d(K=64, C=64, H=17, W=17, R=3, S=3),
@@ -161,7 +161,7 @@ def test_threshold_is_validated(host):
 
 
 def test_cli_microkernels_json(host, monkeypatch, capsys):
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: few(host, op))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": few(host, op))
     assert cli.main(["microkernels", "--op", "conv2d", "--json", "--threshold", "0.5"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["op"] == "conv2d" and out["threshold"] == 0.5
@@ -178,7 +178,7 @@ def test_cli_microkernels_every_op_by_default(host, monkeypatch, capsys):
     # the command's default (--op all) reports every family
     from tvm_ttile.microkernels.spec import FAMILIES
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: few(host, op))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": few(host, op))
     assert cli.main(["microkernels", "--json", "--threshold", "0.5"]) == 0
     assert set(json.loads(capsys.readouterr().out)) == set(FAMILIES)
 

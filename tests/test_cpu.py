@@ -54,7 +54,7 @@ def test_run_peak_is_measured_once_in_this_process_and_the_cache_keeps_the_best(
     monkeypatch.setattr(cpu, "_RUN_PEAKS", {})
     monkeypatch.setattr(cpu, "measure_peak", lambda c, **kw: calls.append(kw) or real(c, **kw))
     first = cpu.run_peak(host)
-    assert cpu.run_peak(host) is first and calls == [{"threads": 1}]
+    assert cpu.run_peak(host) is first and calls == [{"threads": 1, "precision": "fp32"}]
     assert first["peak_gflops"] > 1 and first["bandwidth_gbs"] > 0 and first["cpu"] == host.describe()["cpu"]
     kept = cpu.peak(host)
     assert kept["peak_gflops"] >= cached["peak_gflops"] and kept["last_run"]["peak_gflops"] == first["peak_gflops"]

@@ -21,7 +21,7 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def fake_measurement(gflops, bandwidth=10.0):
-    def measure(c, repeat=9, threads=1, bursts=1):
+    def measure(c, repeat=9, threads=1, bursts=1, precision="fp32"):
         return {"peak_gflops": gflops, "median_gflops": gflops, "gflops_per_repeat": [gflops] * repeat * bursts,
                 "threads": threads, "measured_at": "now", "bandwidth_gbs": bandwidth}
     return measure
@@ -47,7 +47,7 @@ def test_a_first_measurement_is_the_best_of_spaced_bursts(own_cache, host, monke
     assert len(best["gflops_per_repeat"]) == 6
     asked = []
     monkeypatch.setattr(cpu, "measure_peak", lambda c, **kw: asked.append(kw) or fake_measurement(110.0)(c, **kw))
-    assert cpu.peak(host)["peak_gflops"] == 110.0 and asked == [{"repeat": 3, "threads": 1, "bursts": 3}]
+    assert cpu.peak(host)["peak_gflops"] == 110.0 and asked == [{"repeat": 3, "threads": 1, "bursts": 3, "precision": "fp32"}]
     assert json.loads(cpu.peak_path(host).read_text())["peak_gflops"] == 110.0
     cpu.peak(host)
     assert len(asked) == 1  # cached

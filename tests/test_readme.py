@@ -35,7 +35,7 @@ def test_readme_snippets_run_with_tiny_budgets(tmp_path):
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
             "from kernels import conv_kept, matmul_kept\n"
             "from tvm_ttile.microkernels import family\n"
-            "family.candidates = lambda op, isa, red: {'conv2d': conv_kept, 'matmul': matmul_kept}[op]"
+            "family.candidates = lambda op, isa, red, precision='fp32': {'conv2d': conv_kept, 'matmul': matmul_kept}[op]"
             "(isa.name, isa.lanes, red)\n") + code
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]

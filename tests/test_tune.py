@@ -247,7 +247,7 @@ def test_cli_tune_json(host, monkeypatch, capsys, tmp_path):
     from tvm_ttile import cli
     from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": matmul_kept(isa.name, isa.lanes, red))
     argv = ["tune", "matmul", "--M", "10", "--N", str(3 * host.lanes - 2), "--K", "24", "--trials", "3",
             "--work-dir", str(tmp_path), "--json", "--confirm-top", "0"]
     assert cli.main(argv) == 0
@@ -270,7 +270,7 @@ def test_the_model_strategy_tunes_and_builds_with_zero_trials(host, monkeypatch,
     from tvm_ttile import cli
     from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": matmul_kept(isa.name, isa.lanes, red))
     shape = ["tune", "matmul", "--M", "10", "--N", str(3 * host.lanes - 2), "--K", "24", "--strategy", "model",
              "--strategy-option", "pool=200", "--json", "--confirm-top", "0"]
     assert cli.main(shape + ["--trials", "0"]) == 0
@@ -296,7 +296,7 @@ def test_the_gbfs_strategy_walks_from_measured_schemes_and_resumes(host, monkeyp
     from tvm_ttile import cli
     from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": matmul_kept(isa.name, isa.lanes, red))
     shape = ["tune", "matmul", "--M", "12", "--N", str(2 * host.lanes), "--K", "32", "--strategy", "gbfs",
              "--strategy-option", "starts=2", "--json", "--confirm-top", "0", "--work-dir", str(tmp_path)]
     assert cli.main(shape + ["--trials", "3"]) == 0
@@ -318,7 +318,7 @@ def test_compare_systems_side_by_side(host, monkeypatch, tmp_path):
     from tvm_ttile.errors import TTileError
     from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": matmul_kept(isa.name, isa.lanes, red))
     monkeypatch.setattr("tvm_ttile.operators.get_layer",
                         lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
     systems = ["tvm_ttile", "metaschedule", "numpy"]
@@ -359,7 +359,7 @@ def test_prepacked_weights_are_packed_at_build_time_and_not_timed(host, monkeypa
     from tvm_ttile.compare import compare, summary
     from tvm_ttile.microkernels import family
 
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red: matmul_kept(isa.name, isa.lanes, red))
+    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": matmul_kept(isa.name, isa.lanes, red))
     monkeypatch.setattr("tvm_ttile.operators.get_layer", lambda name: Matmul(M=12, N=2 * host.lanes, K=32, name=name))
     systems = ["tvm_ttile", "numpy"]  # MetaSchedule's RewriteLayout on prepacked weights: test_network
     data = compare(["tiny"], systems, budget=3, out_dir=str(tmp_path), progress=False, prepack=True,

@@ -245,16 +245,17 @@ def _runs_here(isa: str) -> bool:
 
 # --- measured peak ---------------------------------------------------------------------------------
 
-def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=None):
+def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=None, precision=None):
     """n_acc independent FMA chains over `iters` steps: enough ILP to keep every FMA unit busy; one set of
-    chains per thread, under a parallel loop when threads > 1. With `dot` (a precision.DotProduct of a reduced
-    precision), chains of that instruction instead (int8: s32 accumulators, the operands read from X's bytes)."""
+    chains per thread, under a parallel loop when threads > 1. With `dot` (a precision.DotProduct of the reduced
+    `precision`, a precision.Precision), chains of that instruction instead, its accumulators of the precision's
+    type and its operands read from X's bytes."""
     import tvm.tirx as tir
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script import builder as T
 
-    vec = f"float32x{lanes}" if dot is None else f"int32x{lanes}"
-    dtype = "float32" if dot is None else "int32"
+    dtype = "float32" if dot is None else precision.accumulator
+    vec = f"{dtype}x{lanes}"
     width = n_acc * lanes
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
@@ -278,7 +279,9 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=Non
                         if dot is None:
                             step = T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec))
                         else:
-                            step = dot.step(acc[i], X[0], tir.reinterpret(f"int8x{4 * lanes}", X.vload([lanes], vec)))
+                            weights = tir.reinterpret(f"{precision.weight}x{precision.group * lanes}",
+                                                      X.vload([lanes], vec))
+                            step = dot.step(acc[i], X[0], weights)
                         T.buffer_store(acc, step, [i])
                 for i in range(n_acc):
                     T.buffer_store(O, acc[i], [tir.Ramp(t * width + i * lanes, 1, lanes)])
@@ -332,18 +335,18 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int =
     if threads > 1 and os.environ.get(_MEASURING_CHILD) != str(threads):
         return _measure_in_child(cpu, repeat, threads, bursts, precision)
     use_threads(threads)
-    dot = precisions.require(precision, cpu)
+    dot, kind = precisions.require(precision, cpu), precisions.get(precision)
     reduced = bool(dot.llvm_intrinsic)
     n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
     iters = 20000
-    func = _peak_primfunc(cpu.lanes, n_acc, iters, threads, dot if reduced else None)
+    func = _peak_primfunc(cpu.lanes, n_acc, iters, threads, dot if reduced else None, kind)
     lib = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(threads, dot.mattr))
     dev = tvm.cpu()
-    dtype = "int32" if reduced else "float32"
+    dtype = kind.accumulator
     x = tvm.runtime.tensor(np.concatenate([np.full(cpu.lanes, 0.5), np.full(cpu.lanes, 1e-3)]).astype(dtype), dev)
     o = tvm.runtime.tensor(np.zeros(threads * n_acc * cpu.lanes, dtype), dev)
     timer = evaluator(lib.mod, "fma_peak", number=20, repeat=repeat, min_repeat_ms=30)
-    flops = precisions.get(precision).ops_per_lane * cpu.lanes * n_acc * iters * threads
+    flops = kind.ops_per_lane * cpu.lanes * n_acc * iters * threads
     found = []
     for i in range(bursts):
         time.sleep(limits.BURST_GAP_SECONDS if i else 0)
@@ -455,12 +458,11 @@ def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool
         cached = None if rebuild else _cached_peak(path)  # measured by another process while this one waited
         if cached and not remeasure:
             return cached
-        kind = {} if precision == "fp32" else {"precision": precision}
         if cached:
-            measured = dict(cpu.describe(), **measure_peak(cpu, threads=threads, **kind))
+            measured = dict(cpu.describe(), **measure_peak(cpu, threads=threads, precision=precision))
         else:
             measured = dict(cpu.describe(), **measure_peak(cpu, repeat=3, threads=threads,
-                                                           bursts=limits.FIRST_BURSTS, **kind))
+                                                           bursts=limits.FIRST_BURSTS, precision=precision))
         if _runs_here(cpu.isa.name) and precision == "fp32":  # (limits.nominal knows fp32 rates)
             measured.update(host_nominal(cpu, threads))
         _RUN_PEAKS[(str(cpu.cache_dir), threads, precision)] = measured

@@ -103,8 +103,10 @@ def entry_problem(what: str, entries: list, peak: float) -> str | None:
 def status(record: dict, run: dict | None = None) -> str:
     """One line: the peak in use, when it was measured, and what the last run (or this one) measured."""
     n = record.get("threads", 1)
+    from .precision import get as get_precision
+
     precision = record.get("precision", "fp32")
-    unit = "GFLOPS" if precision in ("fp32", "bf16") else "GOPS"
+    unit = get_precision(precision).unit
     text = (f"{record['peak_gflops']:.1f} {unit} {precision} at {n} thread{'s' if n > 1 else ''}, the best measured "
             f"({record.get('measured_at', 'unknown date')}")
     last = (run or {}).get("peak_gflops") or record.get("last_run", {}).get("peak_gflops")

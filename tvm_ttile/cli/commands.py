@@ -72,11 +72,10 @@ def cmd_microkernels(args) -> int:
         ops = [op for op in ops if op in REDUCED_OPS]
         if not ops:
             raise TTileError(f"{args.precision} microkernels exist for {', '.join(REDUCED_OPS)}, not {args.op}")
-    kind = {} if args.precision == "fp32" else {"precision": args.precision}
     report = {}
     for op in ops:
-        cat = build_catalog(cpu, op, threshold=args.threshold, rebuild=args.rebuild, **kind)
-        path = catalog_path(cpu, op, **kind)
+        cat = build_catalog(cpu, op, threshold=args.threshold, rebuild=args.rebuild, precision=args.precision)
+        path = catalog_path(cpu, op, args.precision)
         heat = write_heatmap(cat, path.with_suffix(".png"))
         data = cat.to_json()
         data.pop("entries")

@@ -153,9 +153,7 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     path = Path(path) if path else catalog_path(cpu, op, precision)
     settings = settings or MeasureSettings()
     red = family.measurement_red(cpu.isa, cpu.l1d_bytes, precision)
-    # (fp32's call keeps the three arguments that callers replacing family.candidates know)
-    kind = {} if precision == "fp32" else {"precision": precision}
-    cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red, **kind)
+    cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red, precision)
     cat = _cached(path, op, cpu, cands, threshold, rebuild, precision)[2]
     if cat is None:
         with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
@@ -176,8 +174,8 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
             red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
             cands = family.candidates("conv2d", cpu.isa, red) + family.window_candidates(cpu.isa, red, size["r"],
                                                                                           size["s"], size["c"])
-    kind = {} if problem.precision == "fp32" else {"precision": problem.precision}
-    return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings, **kind)
+    return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings,
+                         precision=problem.precision)
 
 
 def rethreshold(cpu, op, path=None, precision: str = "fp32") -> dict | None:

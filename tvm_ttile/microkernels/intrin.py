@@ -23,6 +23,9 @@ from . import intrin_int8
 from .spec import Microkernel
 from .no_init import skip_init
 
+# The microkernel code of each reduced precision (its buffers, description and emission); fp32's is this module's.
+REDUCED_FORMS = {"int8": intrin_int8}
+
 
 def loop_nest(mk: Microkernel):
     """The microkernel's loops from the outermost (the reduction loop) inwards, as (name, extent);
@@ -186,8 +189,8 @@ def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_
                 T.writes(full(C))
                 if impl:
                     emit(mk, *views(A, B, C, packed, one_d), {}, prefetch, zero_start)
-                elif mk.precision != "fp32":
-                    intrin_int8.desc_body(mk, A, B, C, loop_nest(mk))
+                elif mk.precision in REDUCED_FORMS:
+                    REDUCED_FORMS[mk.precision].desc_body(mk, A, B, C, loop_nest(mk))
                 else:
                     _desc_body(mk, *views(A, B, C, packed, one_d))
     return ib.get()
@@ -235,16 +238,16 @@ def _desc_body(mk, A, B, C):
 
 def tile_buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool = False):
     """The buffers of one tile of `mk` (of any precision), as its intrinsic and the tails that hold it declare them."""
-    if mk.precision != "fp32":  # (its weights come in the instruction's layout: no variants)
-        return intrin_int8.buffers(mk, params, impl)
+    if mk.precision in REDUCED_FORMS:  # (its weights come in the instruction's layout: no variants)
+        return REDUCED_FORMS[mk.precision].buffers(mk, params, impl)
     return _buffers(mk, params, impl, packed, one_d)
 
 
 def emit(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
     """emit_microkernel for a microkernel of any precision (a reduced one: intrin_int8.emit, with its ISA's
     dot-product instruction)."""
-    if mk.precision != "fp32":
-        return intrin_int8.emit(mk, A, B, C, dot_for_isa(mk.precision, mk.isa), base, zero_start)
+    if mk.precision in REDUCED_FORMS:
+        return REDUCED_FORMS[mk.precision].emit(mk, A, B, C, dot_for_isa(mk.precision, mk.isa), base, zero_start)
     return emit_microkernel(mk, A, B, C, base, prefetch, zero_start)
 
 
@@ -334,7 +337,7 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
     prefetching its weights that many reduction steps ahead; `zero_start`: the variant whose accumulators
     start at zero (emit_microkernel); `one_d`: the variant over a 1-d convolution's buffers (ONE_D)."""
     name = mk.name + variant_suffix(packed, prefetch, zero_start, one_d)
-    if mk.precision != "fp32" and (packed or prefetch or one_d):
+    if mk.precision in REDUCED_FORMS and (packed or prefetch or one_d):
         raise TTileError(f"{mk.text}: {mk.precision} microkernels read weights in the instruction's layout, "
                          "with no prepacked, prefetching or 1-d variant")
     if TensorIntrin.get(name, allow_missing=True) is None:
@@ -352,7 +355,7 @@ def tile_problem(mk: Microkernel):
     from ..operators.qmatmul import QMatmul
 
     u = dict(mk.unroll)
-    if mk.precision != "fp32":
+    if mk.precision in REDUCED_FORMS:
         return QMatmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red, precision=mk.precision)
     if mk.op == "depthwise":
         return Depthwise(C=u["k"] * mk.lanes, H=(u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1,
