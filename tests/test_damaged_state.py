@@ -127,7 +127,7 @@ def test_two_first_runs_on_one_cache_measure_the_peak_one_at_a_time(tmp_path):
     script = textwrap.dedent(f"""
         import os, time
         from tvm_ttile import cpu
-        def fake(c, repeat=5, threads=1, bursts=1):  # a slow measurement that says who made it
+        def fake(c, repeat=5, threads=1, bursts=1, precision="fp32"):  # a slow measurement that says who made it
             with open({str(tmp_path / 'measured')!r}, "a") as f:
                 f.write(f"{{os.getpid()}}\\n")
             time.sleep(2)
