@@ -14,7 +14,7 @@ from tvm_ttile.errors import ShapeError, TTileError, UnsupportedISAError
 from tvm_ttile.lowering import lower
 from tvm_ttile.microkernels import family, intrin
 from tvm_ttile.microkernels.spec import Microkernel
-from tvm_ttile.operators import Matmul, QMatmul, at_precision, load_shapes, run_against_reference
+from tvm_ttile.operators import Conv2d, Matmul, QConv2d, QMatmul, at_precision, load_shapes, run_against_reference
 from tvm_ttile.precision import dot_product, require
 from tvm_ttile.recognize import recognize
 from tvm_ttile.samplers import make_sampler
@@ -46,8 +46,12 @@ def test_int8_microkernels_are_values_with_their_own_names():
     assert Microkernel.from_name(fp32.name) == fp32
     with pytest.raises(ShapeError, match="int8 reduction length 62 is not a multiple of its group 4"):
         Microkernel.make("matmul", "avx512", 16, 62, precision="int8", i=6, j=4)
-    with pytest.raises(TTileError, match="int8 microkernels exist for matmul, not conv2d"):
-        Microkernel.make("conv2d", "avx512", 16, 64, precision="int8", w=6, k=2)
+    with pytest.raises(TTileError, match="int8 microkernels exist for matmul, conv2d, not depthwise"):
+        Microkernel.make("depthwise", "avx512", 16, 3, precision="int8", w=6, k=2)
+    with pytest.raises(TTileError, match="int8 conv2d microkernels unroll no c, got 4"):
+        Microkernel.make("conv2d", "avx512", 16, 64, precision="int8", w=6, c=4, k=2)
+    conv = Microkernel.make("conv2d", "avx512", 16, 64, 2, precision="int8", w=6, k=2)
+    assert Microkernel.parse(conv.text) == conv and Microkernel.from_name(conv.name) == conv
     # the measured reduction holds as many steps (and weight bytes) as fp32's
     assert family.measurement_red(HOST.isa, HOST.l1d_bytes, "int8") == 4 * family.measurement_red(HOST.isa, HOST.l1d_bytes)
 
@@ -168,8 +172,16 @@ def test_shapes_files_name_a_precision(tmp_path):
     q, f = load_shapes(path)
     assert isinstance(q, QMatmul) and (q.M, q.N, q.K, q.name) == (8, 16, 12, "q") and isinstance(f, Matmul)
     path.write_text(json.dumps({"layers": [{"name": "c", "op": "conv2d", "K": 16, "C": 16, "H": 8, "W": 8, "R": 3,
+                                            "S": 3, "pad": 1, "precision": "int8"}]}))
+    (c,) = load_shapes(path)
+    assert isinstance(c, QConv2d) and (c.K, c.C, c.pad, c.input_zero) == (16, 16, 1, 0)
+    path.write_text(json.dumps({"layers": [{"name": "g", "op": "conv2d", "K": 16, "C": 16, "H": 8, "W": 8, "R": 3,
+                                            "S": 3, "groups": 2, "precision": "int8"}]}))
+    with pytest.raises(ShapeError, match=r"layer 1 \(g\): a grouped conv2d \(2 groups\) has no int8 form yet"):
+        load_shapes(path)
+    path.write_text(json.dumps({"layers": [{"name": "d", "op": "depthwise", "C": 16, "H": 8, "W": 8, "R": 3,
                                             "S": 3, "precision": "int8"}]}))
-    with pytest.raises(ShapeError, match=r"layer 1 \(c\): conv2d has no int8 form yet"):
+    with pytest.raises(ShapeError, match=r"layer 1 \(d\): depthwise has no int8 form yet"):
         load_shapes(path)
     assert at_precision(f, "fp32") is f
 
@@ -182,3 +194,77 @@ def test_tuning_an_int8_matmul_verifies_it_exactly(tmp_path):
     res = tune(QMatmul(M=24, N=40, K=36, name="q"), trials=3, work_dir=str(tmp_path / "q"), progress=False)
     assert res.verified and res.max_abs_error == 0.0 and res.gflops > 0
     assert res.scheme and json.loads((tmp_path / "q" / WorkDir.KEY).read_text())["precision"] == "int8"
+
+
+def test_int8_conv2d_pads_with_the_input_zero_point_and_packs_channels_in_groups():
+    op = QConv2d(K=20, C=3, H=5, W=6, R=3, S=3, pad=(1, 2, 0, 1), input_zero=9)
+    a, w = op.random_inputs(1)
+    packed = op.pack_weights(w, 16)
+    assert packed.shape == (3, 3, 1, 32, 4) and packed[2, 1, 0, 19, 2] == w[2, 1, 2, 19]
+    assert not packed[..., 3].any() and not packed[..., 20:, :].any()  # C and K padding: zeros
+    ref = op.reference(a, w)
+    padded = np.pad(a.astype(np.int64), ((0, 0), (1, 0), (2, 1), (0, 0)), constant_values=9)
+    assert ref.dtype == np.int32 and ref[0, 0, 0, 5] == np.sum(padded[0, :3, :3, :] * w[..., 5])
+    with pytest.raises(ShapeError, match=r"zero point must be in \[0, 255\], got 300"):
+        QConv2d(K=16, C=16, H=8, W=8, R=1, S=1, input_zero=300)
+    c = recognize(op.prim_func(16))
+    assert (c.kind, c.precision, dict(c.extents)["c"], dict(c.extents)["k"]) == ("conv2d", "int8", 4, 32)
+    problem = Problem.from_operator(op, 16, "avx512")
+    assert problem.precision == "int8" and problem.size["c"] == 4 and problem.halo
+
+
+@pytest.mark.parametrize("unroll", [dict(w=6, k=2), dict(w=4, h=2, k=1, r=3, s=3), dict(w=14, k=1)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_int8_conv2d_microkernels_match_an_exact_integer_reference(unroll, stride):
+    models = _int8_isas()
+    if not models:
+        pytest.skip("this CPU has no int8 dot-product instruction")
+    for model in models:
+        mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8", **unroll)
+        if mk.output_registers + mk.weight_vectors > model.vector_registers:
+            continue
+        target = Context.make(cpu=model, precision="int8").target
+        got, ref = run_against_reference(intrin.tile_problem(mk), intrin.tensorized_tile(mk), target, seed=5)
+        assert got.dtype == np.int32 and np.array_equal(got, ref), mk.text
+
+
+def _random_qconv2d(rng, lanes):
+    R = rng.choice([1, 3, 5])
+    return QConv2d(K=rng.choice([5, lanes, 2 * lanes + 3]), C=rng.choice([1, 3, 8, 13]), H=rng.choice([7, 11]),
+                   W=rng.choice([5, 13, 17]), R=R, S=R, stride=rng.choice([1, 2]),
+                   pad=rng.choice([0, R // 2, (R // 2, 0, 0, R // 2)]), input_zero=rng.choice([0, 1, 128, 255]))
+
+
+@needs_vnni
+@pytest.mark.parametrize("threads", [1, 2])
+def test_drawn_int8_conv2d_schemes_match_numpy_bit_for_bit(threads):
+    """Random convolutions (primes, C not a multiple of 4, K not whole vectors, zero points, strides, asymmetric
+    pads) and schemes drawn over a few int8 microkernels, lowered and run against the integer reference."""
+    rng = random.Random(11 + threads)
+    target = Context.make(threads=threads, precision="int8").target
+    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", **u)
+            for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=2, h=2, k=1, r=3, s=3), dict(w=1, k=1))]
+    checked = 0
+    for n in range(6):
+        op = _random_qconv2d(rng, HOST.lanes)
+        problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name)
+        space = Space(problem, kept, threads=threads)
+        for sampler in ("ttile", "nondivisible"):
+            if not make_sampler(sampler).choices(space):
+                continue
+            for scheme in make_sampler(sampler, seed=n).sample_many(space, 2):
+                lowered = lower(problem, scheme, op.prim_func(HOST.lanes), threads=threads)
+                got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
+                assert np.array_equal(got, ref), (op, scheme.text)
+                checked += 1
+    assert checked >= 12
+
+
+@needs_vnni
+def test_tuning_an_int8_conv2d_verifies_it_exactly(tmp_path):
+    from tvm_ttile.tune import tune
+
+    op = at_precision(Conv2d(K=24, C=8, H=9, W=9, R=3, S=3, pad=1, name="c"), "int8")
+    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 64, precision="int8", w=3, k=1)]
+    res = tune(op, trials=3, kept=kept, work_dir=str(tmp_path / "c"), progress=False)
+    assert res.verified and res.max_abs_error == 0.0 and res.gflops > 0

@@ -146,6 +146,7 @@ def _widened(expr):
 
 # The precisions a contraction may compute, by the dtypes of its (output, input, weights).
 PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8"}
+REDUCED_KINDS = ("matmul", "conv2d")  # the kinds with reduced-precision microkernels (spec.REDUCED_OPS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,8 +229,8 @@ def recognize_block(stmt) -> Contraction | str:
     else:
         found = _matmul(name, out, reduce, loads, extent)
     if isinstance(found, Contraction) and precision != "fp32":
-        if found.kind != "matmul":
-            return f"block {name!r}: {precision} is tuned for matmul only, not {found.kind}"
+        if found.kind not in REDUCED_KINDS:
+            return f"block {name!r}: {precision} is tuned for {' and '.join(REDUCED_KINDS)} only, not {found.kind}"
         found = dataclasses.replace(found, precision=precision)
     return found
 

@@ -116,7 +116,7 @@ def add_precision_arg(p, what: str) -> None:
 
     p.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
                    help=f"{what} at this precision (int8: u8 x s8 -> s32 on the CPU's dot-product instruction, "
-                        "matmul only for now; refused on a CPU without one)")
+                        "matmul and conv2d for now; refused on a CPU without one)")
 
 
 def add_cpu_args(p):

@@ -63,7 +63,7 @@ def cmd_microkernels(args) -> int:
     from ..microkernels.heatmap import write_heatmap
     from ..microkernels.spec import FAMILIES, REDUCED_OPS
 
-    from ..precision import require
+    from ..precision import get as get_precision, require
 
     cpu = _cpu(args)
     require(args.precision, cpu)  # a precision the CPU lacks: one line
@@ -86,7 +86,7 @@ def cmd_microkernels(args) -> int:
         return 0
     print(f"peak     {_peak_status(cpu, 1, args.precision)}")
     for op, data in report.items():
-        _print_catalog(op, data, args.top)
+        _print_catalog(op, data, args.top, get_precision(args.precision).unit)
     return 0
 
 
@@ -99,12 +99,12 @@ def _peak_status(cpu, threads: int, precision: str = "fp32") -> str:
     return limits.status(cpu_mod.peak(cpu, threads=threads, precision=precision), run)
 
 
-def _print_catalog(op, data, top):
+def _print_catalog(op, data, top, unit: str = "GFLOPS"):
     kept = data["kept"]
     print(f"\n== {op} microkernels on {data['cpu']['cpu']} ({data['cpu']['isa']}), 1 thread ==")
-    print(f"peak {data['peak_gflops']:.1f} GFLOPS; {data['candidates']} candidates measured in {data['seconds']:.0f} s; "
+    print(f"peak {data['peak_gflops']:.1f} {unit}; {data['candidates']} candidates measured in {data['seconds']:.0f} s; "
           f"{len(kept)} kept at >= {100 * data['threshold']:.0f}% of peak; reduction loop {data['reduction_length']}")
-    print(f"{'microkernel':58s} {'GFLOPS':>8s} {'% peak':>7s}")
+    print(f"{'microkernel':58s} {unit:>8s} {'% peak':>7s}")
     for e in kept[:top]:
         print(f"{e['text'].split(' ', 1)[1]:58s} {e['gflops']:8.1f} {e['percent_of_peak']:7.1f}")
     if len(kept) > top:

@@ -171,9 +171,9 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
     if problem.op == "conv2d":
         size = problem.size
         if family.window_unrolls(size["r"], size["s"], size["c"]):
-            red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
-            cands = family.candidates("conv2d", cpu.isa, red) + family.window_candidates(cpu.isa, red, size["r"],
-                                                                                          size["s"], size["c"])
+            red = family.measurement_red(cpu.isa, cpu.l1d_bytes, problem.precision)
+            cands = (family.candidates("conv2d", cpu.isa, red, problem.precision)
+                     + family.window_candidates(cpu.isa, red, size["r"], size["s"], size["c"], problem.precision))
     return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings,
                          precision=problem.precision)
 

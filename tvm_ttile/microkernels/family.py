@@ -21,17 +21,18 @@ BASE_WINDOW_UNROLLS = ((1, 1), (3, 3))  # (r, s) unrolls of the catalog every co
 MAX_WINDOW_UNROLL = 7  # the longest window row or column a window microkernel unrolls (Inception's 1x7, the stem)
 
 
-def conv2d_candidates(isa: ISA, red: int, rs_unrolls=BASE_WINDOW_UNROLLS, heatmap_k_max: int = 6) -> list:
+def conv2d_candidates(isa: ISA, red: int, rs_unrolls=BASE_WINDOW_UNROLLS, heatmap_k_max: int = 6,
+                      precision: str = "fp32") -> list:
     b = bounds(isa)
-    found = {mk.name: mk for mk in _conv2d_unrolled(isa, red, rs_unrolls)}
+    found = {mk.name: mk for mk in _conv2d_unrolled(isa, red, rs_unrolls, precision=precision)}
     for uk in range(1, heatmap_k_max + 1):  # the Fig. 6 slice: w = c = r = s = 1
         for uh in range(1, b["out_max"] // uk + 1):
-            mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, h=uh, k=uk)
+            mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, precision=precision, h=uh, k=uk)
             found.setdefault(mk.name, mk)
     return sorted(found.values(), key=lambda m: m.name)
 
 
-def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls, k_sizes=None) -> list:
+def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls, k_sizes=None, precision: str = "fp32") -> list:
     """Every (h, w, k) register tile per (r, s) unroll with its accumulators within [out_min, out_max] and its
     accumulators + one step's weights (r x s x k vectors) within the register footprint; k in `k_sizes` (vectors;
     default 1 to the bounds' k_max)."""
@@ -43,7 +44,8 @@ def _conv2d_unrolled(isa: ISA, red: int, rs_unrolls, k_sizes=None) -> list:
                 for uw in range(1, b["out_max"] + 1):
                     out = uh * uw * uk
                     if b["out_min"] <= out <= b["out_max"] and out + ur * us * uk <= b["footprint_max"]:
-                        mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, h=uh, w=uw, k=uk, r=ur, s=us)
+                        mk = Microkernel.make("conv2d", isa.name, isa.lanes, red, precision=precision, h=uh, w=uw,
+                                              k=uk, r=ur, s=us)
                         found.setdefault(mk.name, mk)
     return sorted(found.values(), key=lambda m: m.name)
 
@@ -66,11 +68,12 @@ def window_unrolls(R: int, S: int, channels: int | None = None) -> tuple:
     return tuple(sorted((r, s) for r, s in pairs if max(r, s) <= MAX_WINDOW_UNROLL))
 
 
-def window_candidates(isa: ISA, red: int, R: int, S: int, channels: int | None = None) -> list:
+def window_candidates(isa: ISA, red: int, R: int, S: int, channels: int | None = None,
+                      precision: str = "fp32") -> list:
     """The microkernels of `window_unrolls(R, S)` within the register model's bounds (conv2d_candidates' rule,
     the weights of one step r x s x k vectors): measured on first use by a layer with that window, so the
     catalog every layer needs stays as quick to build as before."""
-    return _conv2d_unrolled(isa, red, window_unrolls(R, S, channels))
+    return _conv2d_unrolled(isa, red, window_unrolls(R, S, channels), precision=precision)
 
 
 def matmul_candidates(isa: ISA, red: int, j_max: int = 6, precision: str = "fp32") -> list:
@@ -103,7 +106,7 @@ def candidates(op: str, isa: ISA, red: int, precision: str = "fp32") -> list:
             from ..errors import TTileError
 
             raise TTileError(f"{precision} microkernels exist for {', '.join(REDUCED_OPS)}, not {op}")
-        return matmul_candidates(isa, red, precision=precision)
+        return (conv2d_candidates if op == "conv2d" else matmul_candidates)(isa, red, precision=precision)
     if op == "conv2d":
         return conv2d_candidates(isa, red)
     if op == "matmul":

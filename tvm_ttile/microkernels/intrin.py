@@ -351,10 +351,13 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
 
 def tile_problem(mk: Microkernel):
     """The operator instance whose whole iteration space is one call of `mk`."""
-    from ..operators import Conv2d, Depthwise, Matmul
-    from ..operators.qmatmul import QMatmul
+    from ..operators import Conv2d, Depthwise, Matmul, QConv2d, QMatmul
 
     u = dict(mk.unroll)
+    if mk.precision in REDUCED_FORMS and mk.op == "conv2d":
+        return QConv2d(K=u["k"] * mk.lanes, C=mk.red, H=(u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1,
+                       W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=u["r"], S=u["s"],
+                       stride=mk.stride, dilation=mk.dilation, precision=mk.precision)
     if mk.precision in REDUCED_FORMS:
         return QMatmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red, precision=mk.precision)
     if mk.op == "depthwise":

@@ -1,10 +1,12 @@
-"""int8 matmul microkernels: u8 activations x s8 weights -> s32, one `vpdpbusd` per accumulator and step.
+"""int8 microkernels: u8 activations x s8 weights -> s32, one `vpdpbusd` per accumulator and step.
 
-The weights are in the layout the instruction reads, `[k/4, j, 4]` (what operators.QMatmul takes, packed once at
-build time): the 4 reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns'
-groups. Each reduction step broadcasts a row's 4 activation bytes (one 32-bit scalar) to every lane and adds the
-16 four-element dot products into the row's accumulators, which stay in registers for the whole reduction loop, as
-in the fp32 microkernels (intrin.py). `red` counts reduction elements (a multiple of 4).
+The weights are in the layout the instruction reads, the reduction's groups of 4 innermost: `[k/4, j, 4]` for a
+matmul (operators.QMatmul), `[r, s, c/4, k, 4]` for a conv2d (operators.QConv2d), packed once at build time. The
+4 reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns' groups. Each
+reduction step broadcasts a row's 4 activation bytes (one 32-bit scalar: 4 consecutive k of a matmul row, 4
+consecutive channels of a conv2d input pixel) to every lane and adds the 16 four-element dot products into the
+row's accumulators, which stay in registers for the whole reduction loop, as in the fp32 microkernels (intrin.py).
+`red` counts reduction elements (a multiple of 4); a conv2d's c is not unrolled (each step takes a group of 4).
 """
 from __future__ import annotations
 
@@ -15,59 +17,99 @@ from ..precision import get as get_precision
 
 
 def buffers(mk, params, impl: bool):
-    """One tile's buffers: A [i, red] u8, B [red/4, j, 4] s8, C [i, j] s32; the implementation binds the row
-    strides (symbolic)."""
+    """One tile's buffers (the implementation binds the row strides, symbolic): a matmul's A [i, red] u8,
+    B [red/4, j, 4] s8, C [i, j] s32; a conv2d's input [1, ih, iw, red], weights [r, s, red/4, k, 4], output
+    [1, h, w, k]."""
     p = get_precision(mk.precision)
     u = dict(mk.unroll)
-    kv = u["j"] * mk.lanes
-    shapes = [((u["i"], mk.red), p.activation), ((mk.red // p.group, kv, p.group), p.weight),
-              ((u["i"], kv), p.accumulator)]
+    kv = mk.tile[mk.family["vector"]]
+    if mk.op == "conv2d":
+        ih = (u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1
+        iw = (u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1
+        shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red // p.group, kv, p.group), (1, u["h"], u["w"], kv)]
+    else:
+        shapes = [(u["i"], mk.red), (mk.red // p.group, kv, p.group), (u["i"], kv)]
     out = []
-    for param, (shape, dtype) in zip(params, shapes):
+    for param, shape, dtype in zip(params, shapes, (p.activation, p.weight, p.accumulator)):
         strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
         out.append(T.match_buffer(param, shape, dtype, strides=strides, offset_factor=1))
     return out
 
 
+# Each family's block iterators as the operator's block has them after canonicalize: (dim, kind, loop of
+# intrin.loop_nest binding it); the reduction's loop is conv2d's c_o (c not unrolled) and matmul's k.
+BLOCK_ITERS = {"conv2d": (("h", "S", "h"), ("w", "S", "w"), ("k", "S", "k"), ("r", "R", "r"), ("s", "R", "s"),
+                          ("c", "R", "c_o")),
+               "matmul": (("i", "S", "i"), ("j", "S", "j"), ("k", "R", "k"))}
+
+
 def desc_body(mk, A, B, C, nest) -> None:
-    """The tile's computation as the operator writes it (operators.QMatmul): the weights indexed by group."""
+    """The tile's computation as the operator writes it (operators.QMatmul, QConv2d): the weights indexed by
+    group."""
     group = get_precision(mk.precision).group
     with T.grid(*[e for _, e in nest]) as loop_vars:
         lv = dict(zip([n for n, _ in nest], loop_vars if len(nest) > 1 else [loop_vars]))
         with T.sblock("update"):
             iv = {}
-            for dim, kind in (("i", "S"), ("j", "S"), ("k", "R")):
-                if dim in lv:
-                    iv[dim] = (T.axis.spatial if kind == "S" else T.axis.reduce)(mk.tile[dim], lv[dim])
+            for dim, kind, loop in BLOCK_ITERS[mk.op]:
+                if loop in lv:
+                    iv[dim] = (T.axis.spatial if kind == "S" else T.axis.reduce)(mk.tile[dim], lv[loop])
             g = lambda d: iv.get(d, 0)  # noqa: E731
-            o = [g("i"), g("j")]
-            product = (tir.Cast("int32", A[g("i"), g("k")])
-                       * tir.Cast("int32", B[tir.floordiv(g("k"), group), g("j"), tir.floormod(g("k"), group)]))
-            T.buffer_store(C, C[tuple(o)] + product, o)
+            red = g(mk.family["reduction"])
+            grouped = (tir.floordiv(red, group), tir.floormod(red, group))
+            if mk.op == "conv2d":
+                st, dl = mk.stride, mk.dilation
+                o = [0, g("h"), g("w"), g("k")]
+                x = A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, red]
+                w = B[g("r"), g("s"), grouped[0], g("k"), grouped[1]]
+            else:
+                o = [g("i"), g("j")]
+                x, w = A[g("i"), red], B[grouped[0], g("j"), grouped[1]]
+            T.buffer_store(C, C[tuple(o)] + tir.Cast("int32", x) * tir.Cast("int32", w), o)
 
 
 def emit(mk, A, B, C, dot, base: dict, zero_start: bool = False) -> None:
     """The microkernel's statements (its reduction loop included) into the current IR builder frame, with `dot`
-    (a precision.DotProduct) as its instruction; `base` offsets the tile (i, j, k; k in elements)."""
+    (a precision.DotProduct) as its instruction; `base` offsets the tile (matmul: i, j, k; conv2d: h, w, k, r,
+    s, c; the vector dimension and the reduction in elements)."""
     p = get_precision(mk.precision)
     L, group = mk.lanes, p.group
     u = dict(mk.unroll)
     b = lambda d: base.get(d, 0)  # noqa: E731
-    acc_vec, w_vec = f"{p.accumulator}x{L}", f"{p.weight}x{L * group}"
-    nj = u["j"]
-    acc = T.alloc_buffer((u["i"] * nj,), acc_vec, scope="local")
-    for i in range(u["i"]):
-        for jj in range(nj):
+    acc_vec, w_vec, row_vec = f"{p.accumulator}x{L}", f"{p.weight}x{L * group}", f"{p.activation}x{group}"
+    if mk.op == "conv2d":
+        st, dl = mk.stride, mk.dilation
+        rows = [(w, h) for w in range(u["w"]) for h in range(u["h"])]
+        steps = [(s, r) for s in range(u["s"]) for r in range(u["r"])]
+        nv = u["k"]
+        out_at = lambda row, v: [0, b("h") + row[1], b("w") + row[0], b("k") + v * L]  # noqa: E731
+        in_at = lambda row, step, red: [0, (b("h") + row[1]) * st + (b("r") + step[1]) * dl,  # noqa: E731
+                                        (b("w") + row[0]) * st + (b("s") + step[0]) * dl, red]
+        w_at = lambda step, red, v: [b("r") + step[1], b("s") + step[0], tir.floordiv(red, group),  # noqa: E731
+                                     b("k") + v * L, 0]
+        red_base = b("c")
+    else:
+        rows, steps, nv = [(i,) for i in range(u["i"])], [()], u["j"]
+        out_at = lambda row, v: [b("i") + row[0], b("j") + v * L]  # noqa: E731
+        in_at = lambda row, step, red: [b("i") + row[0], red]  # noqa: E731
+        w_at = lambda step, red, v: [tir.floordiv(red, group), b("j") + v * L, 0]  # noqa: E731
+        red_base = b("k")
+    acc = T.alloc_buffer((len(rows) * nv,), acc_vec, scope="local")
+    slot = lambda ri, v: ri * nv + v  # noqa: E731
+    for ri, row in enumerate(rows):
+        for v in range(nv):
             start = (tir.Broadcast(tir.const(0, p.accumulator), L) if zero_start
-                     else C.vload([b("i") + i, b("j") + jj * L], acc_vec))
-            T.buffer_store(acc, start, [i * nj + jj])
+                     else C.vload(out_at(row, v), acc_vec))
+            T.buffer_store(acc, start, [slot(ri, v)])
     with T.serial(0, mk.red // group) as c:
-        k = b("k") + c * group
-        for jj in range(nj):
-            weights = B.vload([tir.floordiv(k, group), b("j") + jj * L, 0], w_vec)
-            for i in range(u["i"]):
-                row = tir.reinterpret("int32", A.vload([b("i") + i, k], f"{p.activation}x{group}"))
-                T.buffer_store(acc, dot.step(acc[i * nj + jj], row, weights), [i * nj + jj])
-    for i in range(u["i"]):
-        for jj in range(nj):
-            T.buffer_store(C, acc[i * nj + jj], [b("i") + i, tir.Ramp(b("j") + jj * L, 1, L)])
+        red = red_base + c * group
+        for step in steps:
+            for v in range(nv):
+                weights = B.vload(w_at(step, red, v), w_vec)
+                for ri, row in enumerate(rows):
+                    x = tir.reinterpret("int32", A.vload(in_at(row, step, red), row_vec))
+                    T.buffer_store(acc, dot.step(acc[slot(ri, v)], x, weights), [slot(ri, v)])
+    for ri, row in enumerate(rows):
+        for v in range(nv):
+            idx = out_at(row, v)
+            T.buffer_store(C, acc[slot(ri, v)], idx[:-1] + [tir.Ramp(idx[-1], 1, L)])

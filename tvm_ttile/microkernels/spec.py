@@ -30,7 +30,7 @@ FAMILIES = {
 
 
 # The families that have reduced-precision microkernels (int8: intrin_int8.py).
-REDUCED_OPS = ("matmul",)
+REDUCED_OPS = ("matmul", "conv2d")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +61,8 @@ class Microkernel:
             if self.red % group:
                 raise ShapeError(f"{self.precision} reduction length {self.red} is not a multiple of its group "
                                  f"{group}")
+            if self.op == "conv2d" and self.get("c") != 1:  # (each step takes a whole group of channels)
+                raise TTileError(f"{self.precision} conv2d microkernels unroll no c, got {self.get('c')}")
 
     @classmethod
     def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", **factors):

@@ -74,10 +74,11 @@ def conv1d_nwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
     return conv2d_nhwc_reference(inp[:, None], wgt[None], stride, (0, left, 0, right), dilation, groups)[:, 0]
 
 
-def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
+def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1, *, pad_value=0, exact=False):
     """numpy conv2d, NHWC x RSCK -> NHWK, accumulated in float64; pad as Conv2d takes it. With `groups`, the
     weights hold C / groups input channels and each group of K / groups outputs reads its own slice of inputs
-    (groups = C: depthwise)."""
+    (groups = C: depthwise). `exact`: integers accumulated in int64 and returned as int32 (int8's reference);
+    `pad_value`: what the padding holds (a quantized input's zero point)."""
     n, h, w, c = inp.shape
     r, s, c2, k = wgt.shape
     if groups > 1:
@@ -86,20 +87,22 @@ def conv2d_nhwc_reference(inp, wgt, stride=1, pad=0, dilation=1, groups=1):
                              f"got C={c}, K={k}, weights of {c2}")
         kg = k // groups
         return np.concatenate([conv2d_nhwc_reference(inp[..., g * c2:(g + 1) * c2], wgt[..., g * kg:(g + 1) * kg],
-                                                     stride, pad, dilation) for g in range(groups)], axis=-1)
+                                                     stride, pad, dilation, pad_value=pad_value, exact=exact)
+                               for g in range(groups)], axis=-1)
     if c != c2:
         raise ShapeError(f"input has C={c} but weights have C={c2}")
     top, left, bottom, right = normalize_pad(pad)
-    x = np.pad(inp.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
+    acc = np.int64 if exact else np.float64
+    x = np.pad(inp.astype(acc), ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=pad_value)
     oh = (h + top + bottom - dilation * (r - 1) - 1) // stride + 1
     ow = (w + left + right - dilation * (s - 1) - 1) // stride + 1
-    out = np.zeros((n, oh, ow, k))
+    out = np.zeros((n, oh, ow, k), acc)
     for ri in range(r):
         for si in range(s):
             patch = x[:, ri * dilation: ri * dilation + stride * (oh - 1) + 1: stride,
                       si * dilation: si * dilation + stride * (ow - 1) + 1: stride, :]
-            out += patch @ wgt[ri, si].astype(np.float64)
-    return out.astype(np.float32)
+            out += patch @ wgt[ri, si].astype(acc)
+    return out.astype(np.int32 if exact else np.float32)
 
 
 def _prim_func(operator, vector_lanes):

@@ -64,10 +64,7 @@ class QMatmul(_Operator):
         """W [K, N] s8 in the instruction's layout [K'/4, N', 4], zeros in the padding."""
         if w.shape != (self.K, self.N) or w.dtype != np.int8:
             raise ShapeError(f"int8 weights must be int8 [{self.K}, {self.N}], got {w.dtype} {list(w.shape)}")
-        kg, n, g = self.packed_shape(vector_lanes)
-        full = np.zeros((kg * g, n), np.int8)
-        full[:self.K, :self.N] = w
-        return np.ascontiguousarray(full.reshape(kg, g, n).transpose(0, 2, 1))
+        return pack_grouped(w, self.packed_shape(vector_lanes))
 
     def constant_weights(self, weights, shape):
         """W [K, N] packed as the function takes it (`shape`: [K'/4, N', 4])."""
@@ -101,3 +98,13 @@ class QMatmul(_Operator):
 
     def reference(self, a, w):
         return (a.astype(np.int64) @ w.astype(np.int64)).astype(np.int32)
+
+
+def pack_grouped(w, shape) -> np.ndarray:
+    """Weights [..., red, vec] in a dot-product instruction's layout `shape` = [..., red' / g, vec', g]: the g
+    consecutive reduction elements of one output column adjacent; zeros in the padding (red' >= red, vec' >= vec),
+    so it adds nothing."""
+    *lead, kg, n, g = shape
+    full = np.zeros((*lead, kg * g, n), w.dtype)
+    full[(..., slice(0, w.shape[-2]), slice(0, w.shape[-1]))] = w
+    return np.ascontiguousarray(np.swapaxes(full.reshape(*lead, kg, g, n), -1, -2))

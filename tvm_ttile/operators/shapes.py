@@ -9,6 +9,7 @@ from ..errors import ShapeError, TTileError
 from .conv1d import Conv1d, Depthwise1d
 from .conv2d import Conv2d, Depthwise
 from .matmul import BatchMatmul, Matmul
+from .qconv2d import QConv2d
 from .qmatmul import QMatmul
 
 
@@ -51,8 +52,9 @@ SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
 OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "depthwise1d": Depthwise1d,
              "matmul": Matmul, "batch_matmul": BatchMatmul}
 # (fp32 operator class, precision) -> its quantized form made from an instance (at_precision)
-QUANTIZED = {(Matmul, "int8"): lambda op: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name)}
-QUANTIZED_KINDS = {QMatmul: "matmul"}  # the shapes-file "op" of each quantized operator
+QUANTIZED = {(Matmul, "int8"): lambda op: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name),
+             (Conv2d, "int8"): lambda op: QConv2d.of(op)}
+QUANTIZED_KINDS = {QMatmul: "matmul", QConv2d: "conv2d"}  # the shapes-file "op" of each quantized operator
 
 
 def at_precision(operator, precision: str):
