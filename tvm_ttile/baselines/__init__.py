@@ -59,7 +59,8 @@ class System:
     name = ""
     tunes = True
     ours = False  # a tvm_ttile system: its budget is --ttile-budget, it draws with the sampler's options
-    operators: tuple = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d", "QMatmul")  # class names it takes
+    operators: tuple = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d", "QMatmul",
+                         "QConv2d")  # class names it takes
     grouped = True  # it takes grouped convolutions (Conv2d, Conv1d with groups > 1)
     options: dict = {}  # option name -> default; `run` refuses any other
     color = "tab:gray"  # its curve in compare's convergence plot

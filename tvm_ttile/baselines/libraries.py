@@ -259,12 +259,62 @@ def onnxruntime_qmatmul(op, threads=1):
     return run(), _time(run), f"onnxruntime {ort.__version__}, onnx {onnx.__version__}"
 
 
+def onnxruntime_qconv2d(op, threads=1):
+    """ONNX Runtime's int8 convolution as a QDQ model runs it: QLinearConv (u8 x s8, the layer's input zero point,
+    weights an initializer, requantized to u8), the one timed. Its u8 output must be within one step of the exact
+    convolution requantized the same way, else TTileError. The returned result is ConvInteger's on the same data
+    (sum (x - zero point) x w, s32) plus the compensation term (zero point x each output channel's weight sum):
+    what tvm_ttile's int8 conv2d computes, checked against the same exact reference."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from ..errors import TTileError
+
+    x, w = op.random_inputs()
+    xn, wn = np.ascontiguousarray(x.transpose(0, 3, 1, 2)), np.ascontiguousarray(w.transpose(3, 2, 0, 1))  # KCRS
+    compensation = op.input_zero * w.astype(np.int64).sum(axis=(0, 1, 2))
+    acc = op.reference(x, w).astype(np.int64) - compensation  # the real-valued product, x and w of scale 1
+    y_scale = max(float(acc.max() - acc.min()), 1.0) / 255
+    y_zero = int(np.clip(np.round(-acc.min() / y_scale), 0, 255))
+    geometry = dict(strides=[op.stride] * 2, pads=list(op.pads), dilations=[op.dilation] * 2)
+    scalars = [helper.make_tensor("xs", TensorProto.FLOAT, [], [1.0]),
+               helper.make_tensor("xz", TensorProto.UINT8, [], [op.input_zero]),
+               helper.make_tensor("ws", TensorProto.FLOAT, [], [1.0]),
+               helper.make_tensor("wz", TensorProto.INT8, [], [0]),
+               helper.make_tensor("ys", TensorProto.FLOAT, [], [y_scale]),
+               helper.make_tensor("yz", TensorProto.UINT8, [], [y_zero])]
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+
+    def session(node, out_type):
+        graph = helper.make_graph(
+            [node], "qconv2d", [helper.make_tensor_value_info("x", TensorProto.UINT8, xn.shape)],
+            [helper.make_tensor_value_info("y", out_type, None)],
+            initializer=[helper.make_tensor("w", TensorProto.INT8, wn.shape, wn.flatten()),
+                         *(t for t in scalars if t.name in node.input)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
+        return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+    linear = session(helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                                      **geometry), TensorProto.UINT8)
+    run = lambda: linear.run(None, {"x": xn})[0]  # noqa: E731
+    expected = np.clip(np.round(acc / y_scale) + y_zero, 0, 255).transpose(0, 3, 1, 2)
+    off = np.abs(run().astype(np.int64) - expected).max()
+    if off > 1:
+        raise TTileError(f"ONNX Runtime's QLinearConv is {off} steps from the exact convolution requantized")
+    integer = session(helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], **geometry), TensorProto.INT32)
+    result = (integer.run(None, {"x": xn})[0].transpose(0, 2, 3, 1) + compensation).astype(np.int32)
+    return (result, _time(run), f"onnxruntime {ort.__version__} QLinearConv (u8 output, within 1 step; result "
+                                f"checked through ConvInteger), onnx {onnx.__version__}")
+
+
 LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depthwise": onednn_depthwise,
                         "Conv1d": onednn_conv1d, "Depthwise1d": onednn_conv1d},
              "onnxruntime": {"Conv2d": onnxruntime_conv2d, "Matmul": onnxruntime_matmul,
                              "Depthwise": onnxruntime_depthwise, "BatchMatmul": onnxruntime_batch_matmul,
                              "Conv1d": onnxruntime_conv1d, "Depthwise1d": onnxruntime_conv1d,
-                             "QMatmul": onnxruntime_qmatmul},
+                             "QMatmul": onnxruntime_qmatmul, "QConv2d": onnxruntime_qconv2d},
              "numpy": {"Matmul": numpy_matmul, "BatchMatmul": numpy_batch_matmul}}
 
 

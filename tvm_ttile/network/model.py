@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 
@@ -23,7 +24,8 @@ from ..context import Context, resolve
 from ..errors import TTileError
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
-from ..relax import extract_tasks, prepare
+from ..precision import require as require_precision
+from ..relax import extract_tasks, prepare, quantized
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
 from .defaults import CACHE_STATES, network_sampler_options
@@ -73,7 +75,13 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     seed = ctx.seed
     net = load_model(source, input_shape, seed=seed)
     ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
-    mod = prepare(net.mod, ctx.cpu)
+    integer = quantized.IntegerReport()
+    mod = prepare(net.mod, ctx.cpu, quantized_report=integer)
+    if integer.integer:  # a QDQ model's int8 tasks: built for the CPU's int8 instruction (refused without one)
+        require_precision("int8", ctx.cpu)
+        ctx = ctx.replace(precision="int8")
+    for layer, why in integer.kept_fp32:
+        print(f"warning: {layer} of the quantized model stays fp32: {why}", file=sys.stderr)
     start = time.time()
     tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
     wall = time.time() - start
@@ -103,7 +111,8 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         "date": time.strftime("%Y-%m-%d %H:%M"), "in_network": in_network_summary(tuned.tasks, inside, alone),
         "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
         "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
-        "winograd": winograd_choices(ctx.work_dir)}
+        "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
+        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]}}
     report.update(accuracy(outputs, tuned))
     report.update(rates(latencies, tuned))
     with open(ctx.dirs.report_json, "w") as f:

@@ -110,10 +110,17 @@ class QConv2d(_Operator):
         `O_unpad` drops the padded output channels."""
         from tvm import te
 
-        g = self.group
-        cp, kp = self.padded_c(), _padded(self.K, vector_lanes)
         inp = te.placeholder((self.N, self.H, self.W, self.C), INT8.activation, name="I")
         wgt = te.placeholder(self.packed_shape(vector_lanes), INT8.weight, name="W")
+        return inp, wgt, self.compute(inp, wgt)
+
+    def compute(self, inp, wgt):
+        """The output tensor of `te` from given input and packed-weight tensors (a Relax rewrite's call_te);
+        the weights' vector padding is read from their shape."""
+        from tvm import te
+
+        g = self.group
+        cp, kp = self.padded_c(), int(wgt.shape[3])
         src = inp
         if any(self.pads) or cp != self.C:
             top, left, bottom, right = self.pads
@@ -137,7 +144,7 @@ class QConv2d(_Operator):
             name="conv2d_nhwc")
         if kp != self.K:
             out = te.compute(self.output_shape, lambda n, h, w, k: out[n, h, w, k], name="O_unpad")
-        return inp, wgt, out
+        return out
 
     def random_inputs(self, seed: int = 0):
         """(I, W) uniform over the whole u8 and s8 ranges (the extremes included), reproducible."""

@@ -8,6 +8,7 @@ from tvm import relax
 
 from .. import cpu as cpu_mod
 from ..recognize import blocks
+from . import quantized
 from .bindings import binding_of, static_shape
 from .transposed import rewrite as rewrite_transposed
 
@@ -223,19 +224,27 @@ def _mutate(mutator_class, mod, *args):
     return mutator.builder_.get()
 
 
-def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True):
+def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True,
+            quantized_report: quantized.IntegerReport | None = None):
     """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
     conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
     host's by default; _WholeVectorOutputs). With `input_layout_in_conv`, a conv2d whose input is an NCHW
-    tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv)."""
+    tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv). A quantized (QDQ) model's convolutions
+    become int8 tasks (quantized.py); `quantized_report` (an IntegerReport) receives which did and why the others
+    did not."""
     mod, _ = rewrite_transposed(mod)
+    mod = quantized.as_elementwise(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
     mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
+    lanes = (cpu or cpu_mod.detect_host()).lanes
+    mod, report = quantized.integer_convolutions(mod, lanes)
+    if quantized_report is not None:
+        quantized_report.integer += report.integer
+        quantized_report.kept_fp32 += report.kept_fp32
     if whole_vectors:
-        lanes = (cpu or cpu_mod.detect_host()).lanes
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function):
                 mod[gv] = _WholeVectorOutputs(lanes, mod).visit_expr(func)

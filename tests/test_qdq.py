@@ -1,0 +1,132 @@
+"""QDQ models (ONNX Runtime's quantize_static: u8 activations, per-channel s8 weights) through tvm_ttile's Relax
+rewrite: their convolutions become int8 tasks, and the built model reproduces ONNX Runtime's int8 output within one
+quantization step; a convolution that cannot be made integer is reported with its reason, not dropped."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+quantization = pytest.importorskip("onnxruntime.quantization")
+
+import tvm  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tvm import relax  # noqa: E402
+
+from tvm_ttile.relax import extract_tasks, prepare, quantized  # noqa: E402
+from tvm_ttile.relax.tasks import fuse  # noqa: E402
+
+SHAPE = (1, 3, 20, 20)
+
+
+def _conv(rng, name, x, cin, cout, k, stride=1, group=1):
+    w = (rng.standard_normal((cout, cin // group, k, k)) * (2 / (cin * k * k)) ** 0.5).astype(np.float32)
+    b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+    node = helper.make_node("Conv", [x, name + "_w", name + "_b"], [name], strides=[stride] * 2, pads=[k // 2] * 4,
+                            group=group)
+    return [node], [numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")]
+
+
+def _model(kind, rng):
+    """conv+relu, a residual block, a depthwise layer (stays fp32, reported), a dense head on a conv."""
+    nodes, inits = _conv(rng, "c1", "x", 3, 16, 3, stride=2)
+    nodes.append(helper.make_node("Relu", ["c1"], ["r1"]))
+    last = "r1"
+    if kind == "residual":
+        n, i = _conv(rng, "c2", "r1", 16, 16, 3)
+        nodes += n + [helper.make_node("Relu", ["c2"], ["r2"])]
+        n2, i2 = _conv(rng, "c3", "r2", 16, 16, 1)
+        nodes += n2 + [helper.make_node("Add", ["c3", "r1"], ["s"]), helper.make_node("Relu", ["s"], ["out"])]
+        inits += i + i2
+        last = "out"
+    elif kind == "depthwise":
+        n, i = _conv(rng, "dw", "r1", 16, 16, 3, group=16)
+        nodes += n
+        inits += i
+        last = "dw"
+    elif kind == "dense":
+        w = rng.standard_normal((16 * 10 * 10, 10)).astype(np.float32) * 0.05
+        inits.append(numpy_helper.from_array(w, "fc_w"))
+        inits.append(numpy_helper.from_array(np.array([1, -1], np.int64), "flat"))
+        nodes += [helper.make_node("Reshape", ["r1", "flat"], ["f"]), helper.make_node("MatMul", ["f", "fc_w"], ["out"])]
+        last = "out"
+    graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                              [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _quantized(tmp_path, kind, seed=0):
+    rng = np.random.default_rng(seed)
+    fp32, int8 = tmp_path / f"{kind}.onnx", tmp_path / f"{kind}_int8.onnx"
+    onnx.save(_model(kind, rng), fp32)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantization.quantize_static(str(fp32), str(int8), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=True, activation_type=quantization.QuantType.QUInt8,
+                                 weight_type=quantization.QuantType.QInt8)
+    return onnx.load(int8)
+
+
+def _output_step(model) -> float:
+    """The scale of the QuantizeLinear the model's output is dequantized from."""
+    out = model.graph.output[0].name
+    dq = next(n for n in model.graph.node if out in n.output)
+    if dq.op_type != "DequantizeLinear":
+        return 0.0
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    return float(init[dq.input[1]])
+
+
+def _run_both(model, cpu_target="llvm"):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    report = quantized.IntegerReport()
+    mod = prepare(from_onnx(model, keep_params_in_input=False), quantized_report=report)
+    x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float32)
+    ex = tvm.compile(mod, target=cpu_target)
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return mod, report, got, ref
+
+
+@pytest.mark.parametrize("kind", ["conv_relu", "residual"])
+def test_qdq_convolutions_become_int8_tasks_and_match_onnxruntime_within_one_step(tmp_path, kind):
+    model = _quantized(tmp_path, kind)
+    mod, report, got, ref = _run_both(model)
+    assert len(report.integer) == (1 if kind == "conv_relu" else 3) and not report.kept_fp32
+    step = _output_step(model)
+    assert step > 0 and got.shape == ref.shape
+    off = np.abs(got - ref) / step
+    assert off.max() <= 1.0 + 1e-4 and np.mean(off < 1e-3) >= 0.999, off.max()
+    # the tasks: int8 convolutions, none computed in fp32
+    tasks = extract_tasks(mod)
+    kinds = [t.shape for t in tasks if t.policy == "tvm_ttile"]
+    assert len(kinds) == len(report.integer)
+    fused = fuse(mod, tvm.target.Target({"kind": "llvm"}))
+    text = "\n".join(str(f) for f in fused.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    assert '"uint8"' in text and "float32(pad_temp" not in text
+
+
+def test_a_depthwise_layer_stays_fp32_and_is_reported(tmp_path):
+    model = _quantized(tmp_path, "depthwise")
+    _, report, got, ref = _run_both(model)
+    assert len(report.integer) == 1
+    (layer, why), = report.kept_fp32
+    assert "16 groups" in why and "conv2d" in layer
+    step = _output_step(model)
+    assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)
+
+
+def test_a_dense_head_stays_fp32_and_is_reported_its_conv_integer(tmp_path):
+    model = _quantized(tmp_path, "dense")
+    _, report, got, ref = _run_both(model)
+    assert len(report.integer) == 1
+    (layer, why), = report.kept_fp32
+    assert layer.startswith("matmul [1, 1600]") and "not rewritten yet" in why
+    step = _output_step(model)
+    assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)

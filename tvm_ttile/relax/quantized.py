@@ -1,0 +1,229 @@
+"""(Relax) Quantized (QDQ) models: their convolutions as int8 tasks, their other quantize / dequantize steps as
+elementwise arithmetic.
+
+ONNX Runtime's quantizer and NNCF write DequantizeLinear on a conv2d's u8 input and s8 weights, so TVM's importer
+gives a conv2d over fp32 values. Here
+1. before ConvertLayout, every per-tensor (scalar scale and zero point) quantize / dequantize becomes the
+   elementwise ops it means (ConvertLayout has no layout rule for them, and would wrap each in NHWC <-> NCHW
+   permutes; elementwise ops follow NHWC): q = clip(round(x / s) + z) as u8 / s8, x = (q - z) * s;
+2. after it, a conv2d (NHWC / HWIO, one group) reading such a dequantized u8 tensor and per-channel s8 constant
+   weights with zero points 0 becomes the int8 convolution of operators.QConv2d on the u8 tensor itself (padded
+   with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
+   the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
+   into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights.
+Every conv2d left in fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .bindings import binding_of, static_shape
+
+RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+
+
+@dataclasses.dataclass
+class IntegerReport:
+    integer: list = dataclasses.field(default_factory=list)  # the conv2d made int8, as text
+    kept_fp32: list = dataclasses.field(default_factory=list)  # (conv2d, why it stays fp32)
+
+
+def _op(call, name: str) -> bool:
+    return isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == name
+
+
+def _value(mutator, expr):
+    """The numpy value of a constant (through variable bindings), else None."""
+    expr = binding_of(mutator, expr)
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
+def _scalar(mutator, expr):
+    v = _value(mutator, expr)
+    return v.reshape(()).item() if v is not None and v.size == 1 else None
+
+
+def _const(value, dtype: str):
+    return relax.const(np.asarray(value, dtype=dtype), dtype)
+
+
+@relax.expr_functor.mutator
+class _QDQAsElementwise(relax.PyExprMutator):
+    """Per-tensor quantize / dequantize as the elementwise ops they mean (module doc, step 1)."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if not (_op(call, "relax.quantize") or _op(call, "relax.dequantize")):
+            return call
+        x, scale, zero = call.args
+        s, z = _scalar(self, scale), _scalar(self, zero)
+        if s is None or z is None:
+            return call  # per-channel: a weight's, read as it is by the conv2d rewrite
+        if _op(call, "relax.dequantize"):
+            if str(call.attrs.out_dtype) != "float32":
+                return call
+            return relax.op.multiply(relax.op.subtract(relax.op.astype(x, "float32"), _const(z, "float32")),
+                                     _const(s, "float32"))
+        dtype = str(call.attrs.out_dtype)
+        if dtype not in RANGES:
+            return call
+        lo, hi = RANGES[dtype]
+        q = relax.op.add(relax.op.round(relax.op.divide(x, _const(s, "float32"))), _const(z, "float32"))
+        q = relax.op.minimum(relax.op.maximum(q, _const(lo, "float32")), _const(hi, "float32"))
+        return relax.op.astype(q, dtype)
+
+
+def _dequantized_u8(mutator, expr):
+    """(u8 tensor, scale, zero point) when `expr` is (astype(q, f32) - z) * s of a u8 `q`, through a permute to
+    NHWC (ConvertLayout's, before a network's first conv2d: applied to q instead); else None."""
+    expr = binding_of(mutator, expr)
+    permute = None
+    if _op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [0, 2, 3, 1]:
+        permute, expr = expr, binding_of(mutator, expr.args[0])
+    if not _op(expr, "relax.multiply"):
+        return None
+    sub, s = binding_of(mutator, expr.args[0]), _scalar(mutator, expr.args[1])
+    if s is None or not _op(sub, "relax.subtract"):
+        return None
+    cast, z = binding_of(mutator, sub.args[0]), _scalar(mutator, sub.args[1])
+    if z is None or not _op(cast, "relax.astype"):
+        return None
+    q = cast.args[0]
+    if str(q.ty.dtype) != "uint8" or z != int(z):
+        return None
+    return (relax.op.permute_dims(q, [0, 2, 3, 1]) if permute is not None else q), float(s), int(z)
+
+
+def _weights(mutator, expr):
+    """(s8 weights HWIO, per-output-channel scales) when `expr` is a permute to HWIO of an OIHW s8 constant's
+    dequantize with zero points 0 (per channel, axis 0, or per tensor); else (None, why)."""
+    expr = binding_of(mutator, expr)
+    if not (_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [2, 3, 1, 0]):
+        return None, "its weights are not a permuted OIHW tensor"
+    dq = binding_of(mutator, expr.args[0])
+    if _op(dq, "relax.dequantize"):
+        w, scale, zero = (_value(mutator, a) for a in dq.args)
+        if w is None or scale is None or zero is None:
+            return None, "its weights' dequantize has operands that are not constants"
+        if scale.size > 1 and int(dq.attrs.axis) != 0:
+            return None, f"its weights are quantized along axis {int(dq.attrs.axis)}, not the output channels"
+    else:
+        found = _dequantized_const(mutator, dq)
+        if found is None:
+            return None, "its weights are not a dequantized int8 constant"
+        w, scale, zero = found
+    if w.dtype != np.int8:
+        return None, f"its weights are {w.dtype}, not int8"
+    if np.any(zero != 0):
+        return None, "its weights have a nonzero zero point"
+    k = w.shape[0]
+    return (np.ascontiguousarray(w.transpose(2, 3, 1, 0)), np.broadcast_to(scale.astype(np.float64).reshape(-1),
+                                                                          (k,)).copy()), ""
+
+
+def _dequantized_const(mutator, expr):
+    """(w, scale, zero) of (astype(w, f32) - z) * s on a constant w (a per-tensor weight's dequantize, step 1)."""
+    if not _op(expr, "relax.multiply"):
+        return None
+    sub = binding_of(mutator, expr.args[0])
+    if not _op(sub, "relax.subtract"):
+        return None
+    cast = binding_of(mutator, sub.args[0])
+    if not _op(cast, "relax.astype"):
+        return None
+    w, s, z = _value(mutator, cast.args[0]), _value(mutator, expr.args[1]), _value(mutator, sub.args[1])
+    return None if w is None or s is None or z is None else (w, s, z)
+
+
+@relax.expr_functor.mutator
+class _IntegerConv2d(relax.PyExprMutator):
+    """A quantized conv2d as an int8 task and its fp32 rescaling (module doc, step 2)."""
+
+    def __init__(self, lanes: int, report: IntegerReport, mod=None):
+        super().__init__(mod)
+        self.lanes, self.report = lanes, report
+
+    def visit_call_(self, call):
+        from ..operators import QConv2d
+
+        call = self.builder_.normalize(super().visit_call_(call))
+        if _op(call, "relax.matmul") and _dequantized_u8(self, call.args[0]) is not None:
+            shapes = " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+            self.report.kept_fp32.append((f"matmul {shapes}", "int8 matmuls of a QDQ model are not rewritten yet"))
+            return call
+        if not _op(call, "relax.nn.conv2d"):
+            return call
+        a = call.attrs
+        x = _dequantized_u8(self, call.args[0])
+        if x is None:
+            return call  # an fp32 conv2d: nothing quantized about it
+        name = f"conv2d {list(static_shape(call.args[0]) or ())} x {list(static_shape(call.args[1]) or ())}"
+        why = ""
+        if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+            why = f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
+        elif int(a.groups) != 1:
+            why = f"it has {int(a.groups)} groups (int8 grouped and depthwise convolutions are not built yet)"
+        elif len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
+            why = "its strides or dilations differ along h and w"
+        weights = None
+        if not why:
+            weights, why = _weights(self, call.args[1])
+        if why:
+            self.report.kept_fp32.append((name, why))
+            return call
+        q, sx, zx = x
+        q = self.builder_.emit(q) if isinstance(q, relax.Call) else q
+        w, sw = weights
+        n, h, width, c = static_shape(q) or static_shape(call.args[0])
+        r, s, _, k = w.shape
+        op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
+                     dilation=int(a.dilation[0]), N=n, input_zero=zx)
+        packed = relax.const(op.pack_weights(w, self.lanes), "int8")
+        acc = self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
+        compensation = zx * w.astype(np.int64).sum(axis=(0, 1, 2))
+        self.report.integer.append(name)
+        real = relax.op.astype(relax.op.subtract(acc, _const(compensation, "int32")), "float32")
+        return relax.op.multiply(real, _const(sx * sw, "float32"))
+
+
+def _each_function(mod, make):
+    mutator = make(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
+def as_elementwise(mod):
+    """Step 1 of the module doc: before ConvertLayout."""
+    return _each_function(mod, _QDQAsElementwise)
+
+
+def integer_convolutions(mod, lanes: int) -> tuple:
+    """Step 2 of the module doc: after ConvertLayout. Returns (module, IntegerReport)."""
+    report = IntegerReport()
+    return _each_function(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
+
+
+def is_quantized(mod) -> bool:
+    """Whether the module quantizes anything (a QDQ model)."""
+    found = []
+
+    @relax.expr_functor.visitor
+    class _Find(relax.PyExprVisitor):
+        def visit_call_(self, call):
+            super().visit_call_(call)
+            if _op(call, "relax.quantize") or _op(call, "relax.dequantize"):
+                found.append(call)
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            _Find().visit_expr(func)
+    return bool(found)
