@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import tempfile
 
@@ -43,10 +44,15 @@ def small_catalog(monkeypatch):
     from tvm_ttile.microkernels import family
 
     kept = {"conv2d": conv_kept, "matmul": matmul_kept, "depthwise": lambda isa, lanes, red: depthwise_kept(isa, lanes)}
-    monkeypatch.setattr(family, "candidates", lambda op, isa, red, precision="fp32": kept[op](isa.name, isa.lanes, red))
+
+    def candidates(op, isa, red, precision="fp32"):  # the same tiles at a reduced precision (int8: matmul, conv2d)
+        return [dataclasses.replace(mk, precision=precision) for mk in kept[op](isa.name, isa.lanes, red)]
+
+    monkeypatch.setattr(family, "candidates", candidates)
     real_window = family.window_candidates
     monkeypatch.setattr(family, "window_candidates",
-                        lambda isa, red, R, S, channels=None: real_window(isa, red, R, S, channels)[:4])
+                        lambda isa, red, R, S, channels=None, precision="fp32":
+                        real_window(isa, red, R, S, channels, precision)[:4])
 
 
 def pytest_xdist_auto_num_workers(config):

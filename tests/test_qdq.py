@@ -130,3 +130,26 @@ def test_a_dense_head_stays_fp32_and_is_reported_its_conv_integer(tmp_path):
     assert layer.startswith("matmul [1, 1600]") and "not rewritten yet" in why
     step = _output_step(model)
     assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)
+
+
+def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, small_catalog):
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile import network as nw
+    from tvm_ttile.precision import dot_product
+
+    host = cpu_mod.detect_host()
+    if dot_product("int8", host) is None:
+        pytest.skip("this CPU has no int8 dot-product instruction (AVX512_VNNI)")
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = _quantized(tmp_path, "residual", seed=1)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    assert quantized.precision_of(mod) == "int8"
+    work = str(tmp_path / "net")
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
+    assert len(ours) == 3 and all(t.verified for t in ours)
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work), x)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(got - ref).max() <= _output_step(model) * (1.0 + 1e-4)

@@ -15,7 +15,7 @@ from .. import read_in_place
 from .. import winograd as wg
 from ..automcl.network import apply_dense
 from ..metaschedule import open_database
-from ..relax import fuse_passes
+from ..relax import fuse_passes, quantized
 from .in_network import picks_database
 
 
@@ -60,6 +60,7 @@ def build_executable(mod, records=None, context=None, *, cpu=None, threads: int 
     from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline  # (not reachable via relax.pipeline in 0.27)
 
     ctx = resolve(context, cpu=cpu, threads=threads, prepack=prepack)  # (sizes TVM's thread pool: Context.make)
+    ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 kernels: the CPU's int8 instruction in the target
     target, prepack = ctx.target, ctx.prepack
     database = records
     if database is None:

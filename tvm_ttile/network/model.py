@@ -24,7 +24,6 @@ from ..context import Context, resolve
 from ..errors import TTileError
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
-from ..precision import require as require_precision
 from ..relax import extract_tasks, prepare, quantized
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
@@ -77,9 +76,7 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
     integer = quantized.IntegerReport()
     mod = prepare(net.mod, ctx.cpu, quantized_report=integer)
-    if integer.integer:  # a QDQ model's int8 tasks: built for the CPU's int8 instruction (refused without one)
-        require_precision("int8", ctx.cpu)
-        ctx = ctx.replace(precision="int8")
+    ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 tasks: the CPU's int8 instruction (or one line)
     for layer, why in integer.kept_fp32:
         print(f"warning: {layer} of the quantized model stays fp32: {why}", file=sys.stderr)
     start = time.time()

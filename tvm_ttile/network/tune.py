@@ -20,7 +20,7 @@ from ..errors import TTileError
 from ..measure import default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
                             ttile_problem)
-from ..relax import extract_tasks
+from ..relax import extract_tasks, quantized
 from ..progress import Progress, Silent
 from ..tune import run_tuner
 from ..workdir import WorkDir
@@ -231,6 +231,7 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
     if search.dense not in DENSE_TUNERS:
         raise TTileError(f"unknown dense-layer policy {search.dense!r}; choose from {', '.join(DENSE_TUNERS)}")
     ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, work_dir=work_dir, **loose)
+    ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 kernels: tuned for the CPU's int8 instruction
     ctx.claim()
     run = NetworkRun(ctx, open_database(ctx.work_dir), search, progress, verbose)
     start = time.time()

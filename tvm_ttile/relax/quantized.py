@@ -227,3 +227,26 @@ def is_quantized(mod) -> bool:
         if isinstance(func, relax.Function):
             _Find().visit_expr(func)
     return bool(found)
+
+
+def precision_of(mod) -> str:
+    """The precision a module's kernels need: "int8" when a PrimFunc holds an int8 contraction (what the conv2d
+    rewrite makes), else "fp32"."""
+    from ..recognize import recognize_all
+
+    for func in mod.functions.values():
+        if isinstance(func, tvm.tirx.PrimFunc) and any(c.precision == "int8" for c in recognize_all(func)[0]):
+            return "int8"
+    return "fp32"
+
+
+def context_for(mod, ctx):
+    """`ctx` for building and tuning `mod`: with int8's target (the CPU's dot-product instruction; refused in one
+    line on a CPU without one) when the module has int8 kernels."""
+    from ..precision import require
+
+    precision = precision_of(mod)
+    if precision == ctx.precision or precision == "fp32":
+        return ctx
+    require(precision, ctx.cpu)
+    return ctx.replace(precision=precision)
