@@ -73,13 +73,7 @@ def _quantized(tmp_path, kind, seed=0):
 
 
 def _output_step(model) -> float:
-    """The scale of the QuantizeLinear the model's output is dequantized from."""
-    out = model.graph.output[0].name
-    dq = next(n for n in model.graph.node if out in n.output)
-    if dq.op_type != "DequantizeLinear":
-        return 0.0
-    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    return float(init[dq.input[1]])
+    return quantized.output_step(model) or 0.0
 
 
 def _run_both(model, cpu_target="llvm"):

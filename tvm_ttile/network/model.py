@@ -110,7 +110,11 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
         "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
         "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]}}
-    report.update(accuracy(outputs, tuned))
+    step = quantized.output_step(net.onnx_model) if integer.integer else None
+    report.update(accuracy(outputs, tuned, step))
+    if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
+        report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
+                                    for other, out in outputs.items() if other != "tvm_ttile"}
     report.update(rates(latencies, tuned))
     with open(ctx.dirs.report_json, "w") as f:
         json.dump(report, f, indent=1)
@@ -224,17 +228,21 @@ def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: di
         return timer.run(rounds, REPEATS), versions, rounds
 
 
-def accuracy(outputs: dict, tuned) -> dict:
-    """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE."""
+def accuracy(outputs: dict, tuned, step: float | None = None) -> dict:
+    """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE x the
+    output's scale; a quantized model's (`step`: its output's quantization step) within one step, since rounding
+    to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA)."""
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
+    allowed = step * (1 + 1e-3) if step else TOLERANCE * scale
     checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
               for other in outputs if other != "tvm_ttile"}
     checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
                    if s not in ("tvm_ttile", "untuned")})
-    correct = (all(err <= TOLERANCE * scale for err in checks.values())
+    correct = (all(err <= allowed for err in checks.values())
                and all(t.verified for t in tuned.tasks if t.trials))
-    return {"tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks, "correct": correct}
+    return {"tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks, "correct": correct,
+            "allowed_error": allowed}
 
 
 def rates(latencies: dict, tuned) -> dict:

@@ -58,7 +58,8 @@ def format_report(r) -> str:
     built = [t for t in r["tasks"] if t.get("built", True)]  # (a layer computed with Winograd: one form built)
     total = sum(t["seconds"] * t["weight"] for t in built if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
-             f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} GFLOPS (measured in this run)", "",
+             f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} "
+             f"{'GOPS int8' if r.get('precision', 'fp32') == 'int8' else 'GFLOPS'} (measured in this run)", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
              f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
@@ -101,9 +102,17 @@ def format_report(r) -> str:
         lines += ["", f"MetaSchedule (tune_relax, default policy): {r['metaschedule']['trials']} trials in "
                       f"{r['metaschedule']['tuning_seconds']:.0f} s, on the network as TVM prepares it (NHWC; outputs "
                       "not padded to whole vectors)."]
-    lines += ["", f"Outputs (max abs difference; tolerance {r['tolerance']:g} x {r['output_scale']:.3g}): " +
+    allowed = (f"one quantization step, {r['allowed_error']:.3g}" if r.get("int8_agreement")
+               else f"tolerance {r['tolerance']:g} x {r['output_scale']:.3g}")
+    lines += ["", f"Outputs (max abs difference; {allowed}): " +
               ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_error"].items()) +
               (" - all agree." if r["correct"] else " - MISMATCH.")]
+    if r.get("int8_agreement"):  # a QDQ model: in quantization steps of its output
+        lines += ["", "int8 (QDQ): " + "; ".join(
+            f"tvm_ttile vs {k}: {100 * v['within_one_step']:.2f}% of elements within one step ({v['step']:.3g}), "
+            f"{100 * v['equal']:.2f}% equal, at most {v['max_steps']:.2f} steps" for k, v in r["int8_agreement"].items())
+            + f". {len(r['int8']['integer'])} conv2d computed in int8"
+            + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["int8"]["kept_fp32"]) + "."]
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
 

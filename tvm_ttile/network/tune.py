@@ -256,7 +256,9 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
                          f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {ctx.work_dir}/tasks/*/"
                          f"{WorkDir.TRIALS}. No untuned build is reported as a result")
     return NetworkTuneResult(results, time.time() - start, ctx.work_dir,
-                             cpu_mod.run_peak(ctx.cpu, threads=ctx.threads)["peak_gflops"], ctx.threads)
+                             # (a QDQ network's peak is int8's: its convolutions' instruction)
+                             cpu_mod.run_peak(ctx.cpu, threads=ctx.threads, precision=ctx.precision)["peak_gflops"],
+                             ctx.threads)
 
 
 def task_result(task, database, target, tuning_seconds) -> TaskResult:

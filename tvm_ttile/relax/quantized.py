@@ -250,3 +250,27 @@ def context_for(mod, ctx):
         return ctx
     require(precision, ctx.cpu)
     return ctx.replace(precision=precision)
+
+
+def output_step(onnx_model) -> float | None:
+    """The quantization step of an ONNX model's output: the scale of the DequantizeLinear that produces it (a QDQ
+    model's); None when the output is not dequantized from a per-tensor quantized value."""
+    from onnx import numpy_helper
+
+    if onnx_model is None or not onnx_model.graph.output:
+        return None
+    out = onnx_model.graph.output[0].name
+    node = next((n for n in onnx_model.graph.node if out in n.output), None)
+    if node is None or node.op_type != "DequantizeLinear":
+        return None
+    scales = {i.name: numpy_helper.to_array(i) for i in onnx_model.graph.initializer if i.name == node.input[1]}
+    scale = scales.get(node.input[1])
+    return float(scale) if scale is not None and scale.size == 1 else None
+
+
+def agreement(got, ref, step: float) -> dict:
+    """How far `got` is from `ref` in quantization steps: the largest distance and the shares of elements equal
+    and within one step."""
+    off = np.abs(np.asarray(got, np.float64) - np.asarray(ref, np.float64)) / step
+    return {"step": step, "max_steps": float(off.max()), "equal": float(np.mean(off < 1e-3)),
+            "within_one_step": float(np.mean(off <= 1 + 1e-3))}
