@@ -122,13 +122,19 @@ def test_drawn_int8_schemes_match_numpy_bit_for_bit(threads):
     """Random shapes (primes, K not a multiple of 4, N not whole vectors) and every sampler's schemes over the
     family's candidates, lowered and run against the integer reference: equal, element for element."""
     rng = random.Random(7 + threads)
+    ops = [_random_qmatmul(rng, HOST.lanes) for _ in range(6)]
+    assert all(Problem.from_operator(op, HOST.lanes, HOST.isa.name).size["k"] % 4 == 0 for op in ops)
+    assert _drawn_schemes_match(ops, family.candidates("matmul", HOST.isa, 16, "int8"), threads) >= 12
+
+
+def _drawn_schemes_match(ops, kept, threads) -> int:
+    """Lower schemes of every sampler drawn over `kept` for each int8 operator of `ops` and run them against the
+    integer reference: equal element for element. Returns how many were checked."""
     target = Context.make(threads=threads, precision="int8").target
-    kept = family.candidates("matmul", HOST.isa, 16, "int8")
     checked = 0
-    for n in range(6):
-        op = _random_qmatmul(rng, HOST.lanes)
+    for n, op in enumerate(ops):
         problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name)
-        assert problem.precision == "int8" and problem.size["k"] % 4 == 0
+        assert problem.precision == "int8"
         space = Space(problem, kept, threads=threads)
         for sampler in ("ttile", "nondivisible"):
             if not make_sampler(sampler).choices(space):
@@ -139,7 +145,7 @@ def test_drawn_int8_schemes_match_numpy_bit_for_bit(threads):
                 got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
                 assert np.array_equal(got, ref), (op, scheme.text)
                 checked += 1
-    assert checked >= 12
+    return checked
 
 
 @needs_vnni
@@ -241,23 +247,9 @@ def test_drawn_int8_conv2d_schemes_match_numpy_bit_for_bit(threads):
     """Random convolutions (primes, C not a multiple of 4, K not whole vectors, zero points, strides, asymmetric
     pads) and schemes drawn over a few int8 microkernels, lowered and run against the integer reference."""
     rng = random.Random(11 + threads)
-    target = Context.make(threads=threads, precision="int8").target
     kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", **u)
             for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=2, h=2, k=1, r=3, s=3), dict(w=1, k=1))]
-    checked = 0
-    for n in range(6):
-        op = _random_qconv2d(rng, HOST.lanes)
-        problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name)
-        space = Space(problem, kept, threads=threads)
-        for sampler in ("ttile", "nondivisible"):
-            if not make_sampler(sampler).choices(space):
-                continue
-            for scheme in make_sampler(sampler, seed=n).sample_many(space, 2):
-                lowered = lower(problem, scheme, op.prim_func(HOST.lanes), threads=threads)
-                got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
-                assert np.array_equal(got, ref), (op, scheme.text)
-                checked += 1
-    assert checked >= 12
+    assert _drawn_schemes_match([_random_qconv2d(rng, HOST.lanes) for _ in range(6)], kept, threads) >= 12
 
 
 @needs_vnni
