@@ -27,7 +27,8 @@ def _conv(rng, name, x, cin, cout, k, stride=1, group=1):
 
 
 def _model(kind, rng):
-    """conv+relu, a residual block, a depthwise layer (stays fp32, reported), a dense head on a conv."""
+    """conv+relu, a residual block, a depthwise layer (stays fp32, reported), a Gemm head or a linear layer on
+    tokens after a conv."""
     nodes, inits = _conv(rng, "c1", "x", 3, 16, 3, stride=2)
     nodes.append(helper.make_node("Relu", ["c1"], ["r1"]))
     last = "r1"
@@ -43,11 +44,19 @@ def _model(kind, rng):
         nodes += n
         inits += i
         last = "dw"
+    elif kind == "tokens":  # a linear layer on [1, 100 tokens, 16 channels], as a transformer's
+        w = rng.standard_normal((16, 24)).astype(np.float32) * 0.2
+        inits += [numpy_helper.from_array(w, "lin_w"), numpy_helper.from_array(np.array([1, 16, 100], np.int64), "t")]
+        nodes += [helper.make_node("Reshape", ["r1", "t"], ["f"]),
+                  helper.make_node("Transpose", ["f"], ["ft"], perm=[0, 2, 1]),
+                  helper.make_node("MatMul", ["ft", "lin_w"], ["out"])]
+        last = "out"
     elif kind == "dense":
-        w = rng.standard_normal((16 * 10 * 10, 10)).astype(np.float32) * 0.05
+        w = rng.standard_normal((10, 16 * 10 * 10)).astype(np.float32) * 0.05  # Gemm's transB: [N, K]
         inits.append(numpy_helper.from_array(w, "fc_w"))
         inits.append(numpy_helper.from_array(np.array([1, -1], np.int64), "flat"))
-        nodes += [helper.make_node("Reshape", ["r1", "flat"], ["f"]), helper.make_node("MatMul", ["f", "fc_w"], ["out"])]
+        nodes += [helper.make_node("Reshape", ["r1", "flat"], ["f"]),
+                  helper.make_node("Gemm", ["f", "fc_w"], ["out"], transB=1)]
         last = "out"
     graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)], initializer=inits)
@@ -116,14 +125,16 @@ def test_a_depthwise_layer_stays_fp32_and_is_reported(tmp_path):
     assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)
 
 
-def test_a_dense_head_stays_fp32_and_is_reported_its_conv_integer(tmp_path):
-    model = _quantized(tmp_path, "dense")
-    _, report, got, ref = _run_both(model)
-    assert len(report.integer) == 1
-    (layer, why), = report.kept_fp32
-    assert layer.startswith("matmul [1, 1600]") and "not rewritten yet" in why
-    step = _output_step(model)
-    assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)
+@pytest.mark.parametrize("kind", ["dense", "tokens"])
+def test_quantized_dense_and_token_matmuls_become_int8(tmp_path, kind):
+    """A Gemm head (weights [N, K], transB) and a MatMul on 3-d activations (weights [K, N], leading dimensions
+    folded into rows): int8 tasks beside the conv, within one step of ONNX Runtime."""
+    model = _quantized(tmp_path, kind)
+    mod, report, got, ref = _run_both(model)
+    assert len(report.integer) == 2 and not report.kept_fp32, report
+    assert report.integer[1].startswith("matmul [1, 1600]" if kind == "dense" else "matmul [1, 100, 16]")
+    assert np.abs(got - ref).max() <= _output_step(model) * (1.0 + 1e-4)
+    assert sum(t.policy == "tvm_ttile" for t in extract_tasks(mod)) == 2
 
 
 def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, small_catalog):

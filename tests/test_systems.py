@@ -5,7 +5,8 @@ import pytest
 
 from tvm_ttile.baselines import SYSTEMS, get_system, in_process_timers, run_system
 from tvm_ttile.errors import TTileError
-from tvm_ttile.operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul
+from tvm_ttile.operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul, QConv2d, QMatmul
+from tvm_ttile.precision import dot_product
 
 KINDS = ("Conv2d", "Matmul", "Depthwise", "BatchMatmul", "Conv1d", "Depthwise1d")
 
@@ -16,7 +17,9 @@ def small(kind, lanes):
             "Depthwise": Depthwise(C=2 * lanes - 3, H=9, W=7, R=3, S=3, stride=2, pad=1, name="small-depthwise"),
             "BatchMatmul": BatchMatmul(B=3, M=6, N=2 * lanes - 3, K=12, layout="nt", name="small-bmm"),
             "Conv1d": Conv1d(K=2 * lanes - 3, C=7, W=23, S=3, stride=2, pad=(1, 2), name="small-conv1d"),
-            "Depthwise1d": Depthwise1d(C=lanes + 3, W=29, S=5, pad=(2, 1), name="small-depthwise1d")}[kind]
+            "Depthwise1d": Depthwise1d(C=lanes + 3, W=29, S=5, pad=(2, 1), name="small-depthwise1d"),
+            "QMatmul": QMatmul(M=8, N=2 * lanes - 3, K=18, name="small-qmatmul"),
+            "QConv2d": QConv2d(K=2 * lanes - 3, C=6, H=6, W=7, R=3, S=3, pad=1, input_zero=7, name="small-qconv")}[kind]
 
 
 def grouped(lanes):
@@ -33,6 +36,8 @@ def test_every_system_gives_a_verified_result_and_times_its_best_again(position,
     # One kind of operator per system, taking turns (each kind by several systems), to keep the suite short.
     for kind in [system.operators[position % len(system.operators)]]:
         op = small(kind, host.lanes)
+        if op.precision != "fp32" and dot_product(op.precision, host) is None:
+            pytest.skip(f"this CPU cannot compute {op.precision}")
         work = str(tmp_path / kind) if system.tunes else None
         try:
             res = run_system(name, op, host, trials=2, seed=0, work_dir=work, progress=False)

@@ -74,10 +74,17 @@ class QMatmul(_Operator):
         """A [M, K] u8, W packed [K'/4, N', 4] s8 -> C [M, N] s32 (C_unpad drops the padded columns)."""
         from tvm import te
 
-        g = self.group
-        kp, np_ = self.padded_k(), _padded(self.N, vector_lanes)
         a = te.placeholder((self.M, self.K), INT8.activation, name="A")
         w = te.placeholder(self.packed_shape(vector_lanes), INT8.weight, name="W")
+        return a, w, self.compute(a, w)
+
+    def compute(self, a, w):
+        """The output tensor of `te` from given activation and packed-weight tensors (a Relax rewrite's call_te);
+        the weights' vector padding is read from their shape."""
+        from tvm import te
+
+        g = self.group
+        kp, np_ = self.padded_k(), int(w.shape[1])
         a_read = a
         if kp != self.K:
             a_read = te.compute((self.M, kp), lambda i, kk: te.if_then_else(
@@ -88,7 +95,7 @@ class QMatmul(_Operator):
             name="matmul")
         if np_ != self.N:
             c = te.compute((self.M, self.N), lambda i, j: c[i, j], name="C_unpad")
-        return a, w, c
+        return c
 
     def random_inputs(self, seed: int = 0):
         """(A, W) uniform over the whole u8 and s8 ranges (the extremes included), reproducible."""

@@ -11,7 +11,9 @@ gives a conv2d over fp32 values. Here
    with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
    the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
    into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights.
-Every conv2d left in fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
+A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
+dimensions folded into rows). Every conv2d or matmul left in fp32 is reported with the reason
+(`IntegerReport.kept_fp32`), never dropped silently.
 """
 from __future__ import annotations
 
@@ -154,10 +156,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         from ..operators import QConv2d
 
         call = self.builder_.normalize(super().visit_call_(call))
-        if _op(call, "relax.matmul") and _dequantized_u8(self, call.args[0]) is not None:
-            shapes = " x ".join(str(list(static_shape(a) or ())) for a in call.args)
-            self.report.kept_fp32.append((f"matmul {shapes}", "int8 matmuls of a QDQ model are not rewritten yet"))
-            return call
+        if _op(call, "relax.matmul"):
+            return self._matmul(call)
         if not _op(call, "relax.nn.conv2d"):
             return call
         a = call.attrs
@@ -193,6 +193,63 @@ class _IntegerConv2d(relax.PyExprMutator):
         return relax.op.multiply(real, _const(sx * sw, "float32"))
 
 
+    def _matmul(self, call):
+        """x[..., K] @ W[K, N] of a dequantized u8 x and s8 constant weights (a Gemm's W[N, K] permuted, or a
+        MatMul's W[K, N]) as QMatmul over x's leading dimensions folded into rows, then its fp32 rescaling."""
+        from ..operators import QMatmul
+
+        x = _dequantized_u8(self, call.args[0])
+        if x is None:
+            return call
+        shapes = " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+        weights, why = _matmul_weights(self, call.args[1])
+        q, sx, zx = x
+        shape = static_shape(q) if not isinstance(q, relax.Call) else None
+        if not why and shape is None:
+            why = "its input's shape is not static"
+        if why:
+            self.report.kept_fp32.append((f"matmul {shapes}", why))
+            return call
+        w, sw = weights
+        k, n = w.shape
+        rows = int(np.prod(shape[:-1]))
+        op = QMatmul(M=rows, N=n, K=k)
+        flat = q if len(shape) == 2 else self.builder_.emit(relax.op.reshape(q, (rows, k)))
+        acc = self.builder_.call_te(op.compute, flat, relax.const(op.pack_weights(w, self.lanes), "int8"),
+                                    primfunc_name_hint="qmatmul")
+        self.report.integer.append(f"matmul {shapes}")
+        real = relax.op.multiply(relax.op.astype(relax.op.subtract(
+            acc, _const(zx * w.astype(np.int64).sum(axis=0), "int32")), "float32"), _const(sx * sw, "float32"))
+        return real if len(shape) == 2 else relax.op.reshape(real, (*shape[:-1], n))
+
+
+def _matmul_weights(mutator, expr):
+    """(s8 weights [K, N], per-column scales) of a matmul's dequantized constant weights with zero points 0:
+    permute_dims(dequantize(W[N, K], axis 0)) (a Gemm with transB) or dequantize(W[K, N], axis 1) (a MatMul), or
+    their per-tensor elementwise forms; else (None, why)."""
+    expr = binding_of(mutator, expr)
+    transposed = _op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [1, 0]
+    dq = binding_of(mutator, expr.args[0]) if transposed else expr
+    if _op(dq, "relax.dequantize"):
+        w, scale, zero = (_value(mutator, a) for a in dq.args)
+        axis = int(dq.attrs.axis)
+    else:
+        found = _dequantized_const(mutator, dq)
+        w, scale, zero = found if found is not None else (None, None, None)
+        axis = None
+    if w is None or scale is None or zero is None:
+        return None, "its weights are not a dequantized constant"
+    if w.dtype != np.int8 or w.ndim != 2:
+        return None, f"its weights are {w.dtype} of {w.ndim} dimensions, not a 2-d int8 matrix"
+    if np.any(zero != 0):
+        return None, "its weights have a nonzero zero point"
+    w = w.T if transposed else w
+    if scale.size > 1 and axis != (0 if transposed else 1):
+        return None, f"its weights are quantized along the reduction (axis {axis}), not the output columns"
+    n = w.shape[1]
+    return (np.ascontiguousarray(w), np.broadcast_to(scale.astype(np.float64).reshape(-1), (n,)).copy()), ""
+
+
 def _each_function(mod, make):
     mutator = make(mod)
     for gv, func in list(mod.functions.items()):
@@ -206,8 +263,8 @@ def as_elementwise(mod):
     return _each_function(mod, _QDQAsElementwise)
 
 
-def integer_convolutions(mod, lanes: int) -> tuple:
-    """Step 2 of the module doc: after ConvertLayout. Returns (module, IntegerReport)."""
+def integer_products(mod, lanes: int) -> tuple:
+    """Step 2 of the module doc (conv2d and matmuls): after ConvertLayout. Returns (module, IntegerReport)."""
     report = IntegerReport()
     return _each_function(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
 

@@ -8,8 +8,8 @@ from tvm import relax
 
 from .. import cpu as cpu_mod
 from ..recognize import blocks
-from . import quantized
 from .bindings import binding_of, static_shape
+from .quantized import IntegerReport, as_elementwise, integer_products
 from .transposed import rewrite as rewrite_transposed
 
 
@@ -225,7 +225,7 @@ def _mutate(mutator_class, mod, *args):
 
 
 def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True,
-            quantized_report: quantized.IntegerReport | None = None):
+            quantized_report: IntegerReport | None = None):
     """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
     conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
@@ -234,13 +234,13 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     become int8 tasks (quantized.py); `quantized_report` (an IntegerReport) receives which did and why the others
     did not."""
     mod, _ = rewrite_transposed(mod)
-    mod = quantized.as_elementwise(mod)
+    mod = as_elementwise(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
     mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
     lanes = (cpu or cpu_mod.detect_host()).lanes
-    mod, report = quantized.integer_convolutions(mod, lanes)
+    mod, report = integer_products(mod, lanes)
     if quantized_report is not None:
         quantized_report.integer += report.integer
         quantized_report.kept_fp32 += report.kept_fp32
