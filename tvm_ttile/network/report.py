@@ -111,7 +111,7 @@ def format_report(r) -> str:
         lines += ["", "int8 (QDQ): " + "; ".join(
             f"tvm_ttile vs {k}: {100 * v['within_one_step']:.2f}% of elements within one step ({v['step']:.3g}), "
             f"{100 * v['equal']:.2f}% equal, at most {v['max_steps']:.2f} steps" for k, v in r["int8_agreement"].items())
-            + f". {len(r['int8']['integer'])} conv2d computed in int8"
+            + f". {len(r['int8']['integer'])} conv2d / matmuls computed in int8"
             + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["int8"]["kept_fp32"]) + "."]
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
