@@ -269,23 +269,6 @@ def integer_products(mod, lanes: int) -> tuple:
     return _each_function(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
 
 
-def is_quantized(mod) -> bool:
-    """Whether the module quantizes anything (a QDQ model)."""
-    found = []
-
-    @relax.expr_functor.visitor
-    class _Find(relax.PyExprVisitor):
-        def visit_call_(self, call):
-            super().visit_call_(call)
-            if _op(call, "relax.quantize") or _op(call, "relax.dequantize"):
-                found.append(call)
-
-    for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            _Find().visit_expr(func)
-    return bool(found)
-
-
 def precision_of(mod) -> str:
     """The precision a module's kernels need: "int8" when a PrimFunc holds an int8 contraction (what the conv2d
     rewrite makes), else "fp32"."""
@@ -302,8 +285,10 @@ def context_for(mod, ctx):
     line on a CPU without one) when the module has int8 kernels."""
     from ..precision import require
 
+    if ctx.precision != "fp32":  # (already a reduced precision's: nothing to scan)
+        return ctx
     precision = precision_of(mod)
-    if precision == ctx.precision or precision == "fp32":
+    if precision == "fp32":
         return ctx
     require(precision, ctx.cpu)
     return ctx.replace(precision=precision)
