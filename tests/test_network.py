@@ -99,7 +99,7 @@ def test_relu6_from_torch_stays_in_nhwc_with_its_conv():
 def test_torch_and_onnx_forms_share_weights():
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
-    from tvm_ttile.baselines.libraries import onnxruntime_runner, torch_runner
+    from tvm_ttile.baselines.engines import onnxruntime_runner, torch_runner
     from tvm_ttile.models.importers import load_model
 
     net = load_model("tiny_resnet")

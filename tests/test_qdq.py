@@ -158,3 +158,17 @@ def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, 
     got = nw.run(nw.build_network(mod, work), x)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.abs(got - ref).max() <= _output_step(model) * (1.0 + 1e-4)
+
+
+def test_agreement_with_the_fp32_model_counts_top1_and_relative_error():
+    from tvm_ttile.network.fidelity import against_fp32
+
+    weights = np.random.default_rng(3).standard_normal((12, 5))
+    fp32 = lambda x: x.reshape(1, -1) @ weights  # noqa: E731
+    flipped = lambda x: -fp32(x)  # noqa: E731 - the top class becomes the bottom one
+    result = against_fp32({"same": fp32, "flipped": flipped}, fp32, (1, 12), inputs=20, seed=1)
+    assert result["inputs"] == 20
+    assert result["systems"]["same"] == {"top1_agreement": 1.0, "max_error_over_scale": 0.0,
+                                         "median_error_over_scale": 0.0}
+    assert result["systems"]["flipped"]["top1_agreement"] == 0.0
+    assert result["systems"]["flipped"]["max_error_over_scale"] == pytest.approx(2.0)

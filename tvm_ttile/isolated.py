@@ -31,7 +31,7 @@ MIN_REPEAT_MS = 200
 
 @dataclasses.dataclass(frozen=True)
 class Saved:
-    """A system saved for timing in another process: its kind ("tvm", "onnxruntime", "torch"), its file, and for
+    """A system saved for timing in another process: its kind ("tvm" or an engine's name), its file, and for
     ONNX the input's name."""
     kind: str
     path: str
@@ -45,25 +45,26 @@ class Saved:
 
     @classmethod
     def onnx(cls, model, input_name: str, directory: str) -> "Saved":
-        path = os.path.join(directory, "model.onnx")
-        with open(path, "wb") as f:
-            f.write(model.SerializeToString())
-        return cls("onnxruntime", path, input_name)
-
-    @classmethod
-    def library(cls, lib: str, net, x: np.ndarray, directory: str) -> "Saved":
-        """A library ("onnxruntime" or "torch") on a network (models.importers.Network)."""
-        if lib == "onnxruntime":
-            return cls.onnx(net.onnx_model, net.input_name, directory)
-        return cls.torch(net.torch_module, x, directory)
+        """ONNX Runtime on an onnx.ModelProto."""
+        return cls._engine("onnxruntime", model, None, directory, input_name)
 
     @classmethod
     def torch(cls, module, x: np.ndarray, directory: str) -> "Saved":
-        import torch
+        return cls._engine("torch", module, x, directory)
 
-        path = os.path.join(directory, "model.pt2")
-        torch.export.save(torch.export.export(module, (torch.from_numpy(x),)), path)
-        return cls("torch", path)
+    @classmethod
+    def library(cls, lib: str, net, x: np.ndarray, directory: str) -> "Saved":
+        """A library (baselines.engines.ENGINES: "onnxruntime", "openvino", "torch", ...) on a network
+        (models.importers.Network)."""
+        from .baselines.engines import create
+
+        return cls._engine(lib, create(lib).model_of(net), x, directory, net.input_name)
+
+    @classmethod
+    def _engine(cls, lib: str, model, x, directory: str, input_name: str = "") -> "Saved":
+        from .baselines.engines import create
+
+        return cls(lib, create(lib).save(model, x, directory), input_name)
 
 
 class IsolatedTimer:
@@ -109,17 +110,10 @@ def _time_saved(saved: Saved, x: np.ndarray, threads: int, repeats: int) -> list
         vm["main"](xt)  # warm-up
         f = evaluator(vm, "main", repeat=repeats, min_repeat_ms=MIN_REPEAT_MS)
         return [1e3 * s for s in f(xt).results]
-    from .baselines.libraries import latency_ms, onnxruntime_runner, torch_runner
+    from .baselines.engines import create, latency_ms
 
-    if saved.kind == "onnxruntime":
-        run, _ = onnxruntime_runner(saved.path, saved.input_name, x, threads)
-        return latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
-    if saved.kind == "torch":
-        import torch
-
-        run, _ = torch_runner(torch.export.load(saved.path).module(), x, threads)
-        return latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
-    raise ValueError(f"unknown kind of saved system {saved.kind!r}")
+    run, _ = create(saved.kind).open(saved.path, saved.input_name, x, threads)
+    return latency_ms(run, repeats, MIN_REPEAT_MS / 1e3)
 
 
 def main(argv=None) -> None:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from tvm_ttile import network as nw
-from tvm_ttile.baselines.libraries import onnxruntime_runner
+from tvm_ttile.baselines.engines import onnxruntime_runner
 from tvm_ttile.cpu import detect_host, peak as measured_peak
 from tvm_ttile.network.report import TOLERANCE
 from tvm_ttile.isolated import IsolatedTimer, Saved

@@ -46,7 +46,7 @@ def main():
 
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
-    from tvm_ttile.baselines import libraries as libs
+    from tvm_ttile.baselines.engines import create as engine
     from tvm_ttile.network.report import TOLERANCE
     from tvm_ttile.isolated import IsolatedTimer, Saved
     from tvm_ttile.metaschedule import open_database
@@ -95,7 +95,7 @@ def main():
             sys.exit(f"{label}: output differs from the untuned build by {err} (> {TOLERANCE} x {scale})")
         add(label, Saved.tvm(ex, tmp.name, label))
     for lib in filter(None, args.libraries.split(",")):
-        run, version = libs.network_runner(lib, net, x, args.threads)
+        run, version = engine(lib).runner_for(net, x, args.threads)
         notes.append(f"{version}: max abs difference to the untuned build {float(np.max(np.abs(run() - ref))):.2e}")
         add(lib, Saved.library(lib, net, x, tmp.name))
     ms = timer.run(args.rounds)

@@ -323,7 +323,7 @@ def cmd_tune_model(args) -> int:
     if shape is not None and any(v <= 0 for v in shape):
         raise TTileError(f"--input-shape needs positive sizes, got {args.input_shape!r}")
     compare = Comparisons(metaschedule_trials=args.metaschedule_trials,
-                          libraries=tuple(v for v in args.libraries.split(",") if v))
+                          libraries=tuple(v for v in args.libraries.split(",") if v), fp32_model=args.fp32_model)
     search = NetworkSearch(trials_per_task=args.trials_per_task, other_trials=args.other_trials, dense=args.dense,
                            strategy=strategy_name(args.strategy), winograd=args.winograd == "on",
                            sampler_options=parse_options(args.sampler_option),

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..baselines.engines import ENGINES
+from ..network.search import LIBRARIES
 from ..winograd import DEFAULT as WINOGRAD_DEFAULT
 from .arguments import (PREPACK_HELP, add_cpu_args, add_precision_arg, add_strategy_option, dir_arg, host_port,
                         non_negative, pad_arg, parents, threads_arg, trials_or_same)
@@ -98,7 +100,11 @@ def _add_tune_model(sub, output, tuning) -> None:
     p.add_argument("--metaschedule-trials", type=trials_or_same, default=0,
                    help="also tune the network with MetaSchedule's tune_relax for this many trials in all "
                         "('same': as many as tvm_ttile measured)")
-    p.add_argument("--libraries", default="onnxruntime,torch", help="library references to time (optional extras)")
+    p.add_argument("--libraries", default=",".join(LIBRARIES),
+                   help=f"library references to time (optional extras): any of {', '.join(ENGINES)}")
+    p.add_argument("--fp32-model", metavar="MODEL",
+                   help="for a quantized model: the fp32 model it was quantized from (built-in name or .onnx); "
+                        "the report gives top-1 agreement and error against it over 100 random inputs")
     p.add_argument("--strategy", choices=["ttile", "model", "gbfs", "na2c"], default=None,
                    help="how conv2d/matmul tasks pick what to measure: model (the default: a pool of drawn schemes "
                         "ranked by the cost model first, measured from the top; see --strategy-option), ttile "

@@ -73,6 +73,7 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     ctx.check_runs_here()
     seed = ctx.seed
     net = load_model(source, input_shape, seed=seed)
+    fp32_net = load_model(compare.fp32_model, tuple(net.input_shape), seed=seed) if compare.fp32_model else None
     ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
     integer = quantized.IntegerReport()
     mod = prepare(net.mod, ctx.cpu, quantized_report=integer)
@@ -116,6 +117,9 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
                                     for other, out in outputs.items() if other != "tvm_ttile"}
     report.update(rates(latencies, tuned))
+    if fp32_net is not None:
+        report["against_fp32"] = {"model": compare.fp32_model,
+                                  **fp32_agreement(fp32_net, net, ctx, vm, x, compare.libraries)}
     with open(ctx.dirs.report_json, "w") as f:
         json.dump(report, f, indent=1)
     with open(ctx.dirs.report_md, "w") as f:
@@ -206,7 +210,7 @@ def metaschedule_network(net, ctx: Context, trials: int, executables: dict, outp
 def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: dict, notes: list) -> tuple:
     """Every system's latency, each in a process of its own, round-robin: ({system: ms values}, the libraries'
     versions, the rounds). The libraries' outputs go into `outputs`; a library that cannot run is a note."""
-    from ..baselines import libraries as libs
+    from ..baselines.engines import create as engine
 
     versions = {}
     with tempfile.TemporaryDirectory(prefix="tvm_ttile_timing_") as tmp:
@@ -214,18 +218,36 @@ def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: di
         for name, ex in executables.items():
             timer.add(name, Saved.tvm(ex, tmp, name))
         for lib in libraries:
-            if (lib == "onnxruntime" and net.onnx_model is None) or (lib == "torch" and net.torch_module is None):
+            if engine(lib).model_of(net) is None:
                 notes.append(f"{lib}: no {lib} form of this model; not compared")
                 continue
             try:
-                run_lib, versions[lib] = libs.network_runner(lib, net, x, ctx.threads)
+                saved = Saved.library(lib, net, x, tmp)
+                run_lib, versions[lib] = engine(lib).open(saved.path, saved.input_name, x, ctx.threads)
             except ImportError as e:
                 notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
                 continue
-            outputs[lib] = run_lib()  # checked here; timed in a process of its own below
-            timer.add(lib, Saved.library(lib, net, x, tmp))
+            outputs[lib] = run_lib()  # the saved file's output, checked here; timed in a process of its own below
+            timer.add(lib, saved)
         rounds = latency_rounds()
         return timer.run(rounds, REPEATS), versions, rounds
+
+
+def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
+    """tvm_ttile's tuned build and each library on `net` (a quantized model) against `fp32_net`'s untuned
+    build, over fidelity.FP32_INPUTS random inputs (fidelity.against_fp32)."""
+    from ..baselines.engines import create as engine
+    from .fidelity import against_fp32
+
+    fp32_vm = build_network(prepare(fp32_net.mod, ctx.cpu), None, ctx)
+    systems = {"tvm_ttile": lambda inp: run(vm, inp)}
+    for lib in libraries:
+        if engine(lib).model_of(net) is not None:
+            try:
+                systems[lib] = engine(lib).runner_for(net, x, ctx.threads)[0]
+            except ImportError:
+                continue  # said in the notes by time_systems
+    return against_fp32(systems, lambda inp: run(fp32_vm, inp), tuple(net.input_shape), seed=ctx.seed)
 
 
 def accuracy(outputs: dict, tuned, step: float | None = None) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import TTileError
 from ..samplers import options_text
 from ..winograd import TILE_SIZES
+from .fidelity import format_lines as fidelity_lines
 from .in_network import STATES, ranking_summary, task_symbol
 
 TOLERANCE = 1e-3  # float32 networks summed in different orders
@@ -113,6 +114,8 @@ def format_report(r) -> str:
             f"{100 * v['equal']:.2f}% equal, at most {v['max_steps']:.2f} steps" for k, v in r["int8_agreement"].items())
             + f". {len(r['int8']['integer'])} conv2d / matmuls computed in int8"
             + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["int8"]["kept_fp32"]) + "."]
+    if r.get("against_fp32"):
+        lines += [""] + fidelity_lines(r["against_fp32"], r["against_fp32"]["model"])
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
+from ..baselines.engines import ENGINES
 from ..errors import TTileError
 from .defaults import NETWORK_STRATEGY
 from .in_network import IN_NETWORK_TOP
 
-LIBRARIES = ("onnxruntime", "torch")
+LIBRARIES = ("onnxruntime", "openvino", "torch")  # the default; any of baselines.engines.ENGINES
 
 
 def _frozen(options=None) -> MappingProxyType:
@@ -47,15 +48,18 @@ class NetworkSearch:
 @dataclasses.dataclass(frozen=True)
 class Comparisons:
     """What tune_model times beside tvm_ttile: MetaSchedule on the whole network with `metaschedule_trials`
-    trials (0: not run; "same": as many as tvm_ttile measured), and the `libraries` (LIBRARIES)."""
+    trials (0: not run; "same": as many as tvm_ttile measured), the `libraries` (baselines.engines.ENGINES;
+    default LIBRARIES), and for a quantized model the `fp32_model` it was quantized from (a built-in name or an
+    .onnx path: top-1 agreement and error over fidelity.FP32_INPUTS random inputs; None: not compared)."""
     metaschedule_trials: int | str = 0
     libraries: tuple = LIBRARIES
+    fp32_model: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "libraries", tuple(self.libraries))
-        unknown = [v for v in self.libraries if v not in LIBRARIES]
+        unknown = [v for v in self.libraries if v not in ENGINES]
         if unknown:
-            raise TTileError(f"unknown libraries {', '.join(map(str, unknown))}; choose from {', '.join(LIBRARIES)}")
+            raise TTileError(f"unknown libraries {', '.join(map(str, unknown))}; choose from {', '.join(ENGINES)}")
         trials = self.metaschedule_trials
         if trials != "same" and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
             raise TTileError(f"metaschedule_trials must be a whole number >= 0 or 'same', got {trials!r}")

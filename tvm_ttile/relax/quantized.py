@@ -5,7 +5,7 @@ ONNX Runtime's quantizer and NNCF write DequantizeLinear on a conv2d's u8 input 
 gives a conv2d over fp32 values. Here
 1. before ConvertLayout, every per-tensor (scalar scale and zero point) quantize / dequantize becomes the
    elementwise ops it means (ConvertLayout has no layout rule for them, and would wrap each in NHWC <-> NCHW
-   permutes; elementwise ops follow NHWC): q = clip(round(x / s) + z) as u8 / s8, x = (q - z) * s;
+   permutes; elementwise ops follow NHWC): q = clip(round(x (1 / s)) + z) as u8 / s8, x = (q - z) * s;
 2. after it, a conv2d (NHWC / HWIO, one group) reading such a dequantized u8 tensor and per-channel s8 constant
    weights with zero points 0 becomes the int8 convolution of operators.QConv2d on the u8 tensor itself (padded
    with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
@@ -77,7 +77,10 @@ class _QDQAsElementwise(relax.PyExprMutator):
         if dtype not in RANGES:
             return call
         lo, hi = RANGES[dtype]
-        q = relax.op.add(relax.op.round(relax.op.divide(x, _const(s, "float32"))), _const(z, "float32"))
+        # x * (1/s), not x / s: a vector divide is the slowest step of a fused epilogue (docs/decisions.md); the
+        # two round to different integers only where x / s lies within an ulp of a half
+        inverse = np.float32(1) / np.float32(s)
+        q = relax.op.add(relax.op.round(relax.op.multiply(x, _const(inverse, "float32"))), _const(z, "float32"))
         q = relax.op.minimum(relax.op.maximum(q, _const(lo, "float32")), _const(hi, "float32"))
         return relax.op.astype(q, dtype)
 
