@@ -63,7 +63,7 @@ def _model(kind, rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-def _quantized(tmp_path, kind, seed=0):
+def _quantized(tmp_path, kind, seed=0, fmt="QDQ"):
     rng = np.random.default_rng(seed)
     fp32, int8 = tmp_path / f"{kind}.onnx", tmp_path / f"{kind}_int8.onnx"
     onnx.save(_model(kind, rng), fp32)
@@ -75,7 +75,7 @@ def _quantized(tmp_path, kind, seed=0):
         def get_next(self):
             return next(self.batches, None)
 
-    quantization.quantize_static(str(fp32), str(int8), Reader(), quant_format=quantization.QuantFormat.QDQ,
+    quantization.quantize_static(str(fp32), str(int8), Reader(), quant_format=getattr(quantization.QuantFormat, fmt),
                                  per_channel=True, activation_type=quantization.QuantType.QUInt8,
                                  weight_type=quantization.QuantType.QInt8)
     return onnx.load(int8)
@@ -172,3 +172,35 @@ def test_agreement_with_the_fp32_model_counts_top1_and_relative_error():
                                          "median_error_over_scale": 0.0}
     assert result["systems"]["flipped"]["top1_agreement"] == 0.0
     assert result["systems"]["flipped"]["max_error_over_scale"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("kind", ["residual", "dense"])
+def test_quantized_operators_are_read_as_their_qdq_form_and_match_onnxruntime(tmp_path, kind):
+    """ONNX Runtime's QOperator format (QLinearConv, QLinearAdd, QGemm, QLinearGlobalAveragePool ...), which TVM's
+    importer lacks: imported in QDQ form, its products int8, within one step of ONNX Runtime on the file as given."""
+    from tvm_ttile.models.importers import load_model
+
+    model = _quantized(tmp_path, kind, fmt="QOperator")
+    assert "QLinearConv" in {n.op_type for n in model.graph.node}
+    net = load_model(model)
+    report = quantized.IntegerReport()
+    mod = prepare(net.mod, quantized_report=report)
+    assert len(report.integer) == (3 if kind == "residual" else 2) and not report.kept_fp32, report
+    x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float32)
+    got = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    off = np.abs(got - ref) / _output_step(model)
+    assert off.max() <= 1.0 + 1e-4 and np.mean(off < 1e-3) >= 0.99, (off.max(), np.mean(off < 1e-3))
+
+
+def test_an_integer_only_operator_is_refused_in_one_line_naming_the_node():
+    from tvm_ttile.errors import TTileError
+    from tvm_ttile.models.importers import load_model
+
+    w = numpy_helper.from_array(np.ones((4, 3, 1, 1), np.int8), "w")
+    graph = helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="conv_int")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    with pytest.raises(TTileError, match=r"^node 'conv_int' \(ConvInteger\): not imported"):
+        load_model(model)

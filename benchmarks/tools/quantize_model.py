@@ -18,8 +18,9 @@ import tempfile
 import numpy as np
 
 
-def quantize(source: str, out: str, calibration=(), batches: int = 8, seed: int = 0) -> str:
-    """Write the QDQ model of `source` (a built-in model name or an .onnx path) to `out`; returns `out`."""
+def quantize(source: str, out: str, calibration=(), batches: int = 8, seed: int = 0, fmt: str = "QDQ") -> str:
+    """Write the quantized model of `source` (a built-in model name or an .onnx path) to `out` in `fmt` ("QDQ",
+    or "QOperator": QLinearConv, QLinearMatMul, ...); returns `out`."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -50,7 +51,7 @@ def quantize(source: str, out: str, calibration=(), batches: int = 8, seed: int 
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = os.path.join(tmp, "fp32.onnx")
         onnx.save(model, fp32)
-        quantize_static(fp32, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+        quantize_static(fp32, out, Reader(), quant_format=getattr(QuantFormat, fmt), per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return out
 
@@ -62,9 +63,11 @@ def main(argv=None) -> int:
     p.add_argument("--calibration", default="", help="comma-separated .npy inputs (default: random normal ones)")
     p.add_argument("--batches", type=int, default=8, help="random calibration inputs (without --calibration)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=["QDQ", "QOperator"], default="QDQ",
+                   help="QDQ (Quantize/DequantizeLinear pairs, the default) or QOperator (QLinearConv, ...)")
     args = p.parse_args(argv)
     files = [f for f in args.calibration.split(",") if f]
-    print(quantize(args.model, args.out, files, args.batches, args.seed))
+    print(quantize(args.model, args.out, files, args.batches, args.seed, args.format))
     return 0
 
 

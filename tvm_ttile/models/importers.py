@@ -65,7 +65,11 @@ def _from_onnx(model, name, input_shape=None, torch_module=None) -> Network:
                          f"{len(shape)}: {list(shape)}")
     if None in shape or not shape:
         raise TTileError(f"{name}: input {inp.name!r} has dynamic shape {dims}; pass input_shape (--input-shape)")
-    mod = from_onnx(model, shape_dict={inp.name: list(shape)}, keep_params_in_input=False)
+    from . import qoperators
+
+    # TVM's importer has no QLinearConv and the like: it reads their QDQ form (the libraries run the model as given)
+    readable = qoperators.as_qdq(model) if qoperators.has_qoperators(model) else model
+    mod = from_onnx(readable, shape_dict={inp.name: list(shape)}, keep_params_in_input=False)
     return Network(name, mod, inp.name, shape, onnx_model=model, torch_module=torch_module)
 
 

@@ -227,6 +227,10 @@ def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: di
             except ImportError as e:
                 notes.append(f"{lib} not installed ({e}); not compared. pip install 'tvm-ttile[libs]'")
                 continue
+            except Exception as e:  # noqa: BLE001 - a library that cannot read this model is reported, not fatal
+                notes.append(f"{lib} cannot run this model ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}); "
+                             "not compared")
+                continue
             outputs[lib] = run_lib()  # the saved file's output, checked here; timed in a process of its own below
             timer.add(lib, saved)
         rounds = latency_rounds()
@@ -245,8 +249,8 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
         if engine(lib).model_of(net) is not None:
             try:
                 systems[lib] = engine(lib).runner_for(net, x, ctx.threads)[0]
-            except ImportError:
-                continue  # said in the notes by time_systems
+            except Exception:  # noqa: BLE001 - not installed or cannot read the model: said in the notes by time_systems
+                continue
     return against_fp32(systems, lambda inp: run(fp32_vm, inp), tuple(net.input_shape), seed=ctx.seed)
 
 
