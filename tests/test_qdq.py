@@ -39,6 +39,12 @@ def _model(kind, rng):
         nodes += n2 + [helper.make_node("Add", ["c3", "r1"], ["s"]), helper.make_node("Relu", ["s"], ["out"])]
         inits += i + i2
         last = "out"
+    elif kind == "pool":  # a max pool between two convs, as after ResNet's stem
+        n, i = _conv(rng, "c2", "p", 16, 16, 3)
+        nodes += [helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+        nodes += n + [helper.make_node("Relu", ["c2"], ["out"])]
+        inits += i
+        last = "out"
     elif kind == "depthwise":
         n, i = _conv(rng, "dw", "r1", 16, 16, 3, group=16)
         nodes += n
@@ -97,11 +103,14 @@ def _run_both(model, cpu_target="llvm"):
     return mod, report, got, ref
 
 
-@pytest.mark.parametrize("kind", ["conv_relu", "residual"])
+@pytest.mark.parametrize("kind", ["conv_relu", "residual", "pool"])
 def test_qdq_convolutions_become_int8_tasks_and_match_onnxruntime_within_one_step(tmp_path, kind):
     model = _quantized(tmp_path, kind)
     mod, report, got, ref = _run_both(model)
-    assert len(report.integer) == (1 if kind == "conv_relu" else 3) and not report.kept_fp32
+    assert len(report.integer) == {"conv_relu": 1, "residual": 3, "pool": 2}[kind] and not report.kept_fp32
+    pools = [b.value for f in mod.functions.values() if isinstance(f, relax.Function) for blk in f.body.blocks
+             for b in blk.bindings if quantized._op(b.value, "relax.nn.max_pool2d")]
+    assert [str(p.args[0].ty.dtype) for p in pools] == (["uint8"] if kind == "pool" else [])  # pooled as u8
     step = _output_step(model)
     assert step > 0 and got.shape == ref.shape
     off = np.abs(got - ref) / step

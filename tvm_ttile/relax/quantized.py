@@ -253,6 +253,30 @@ def _matmul_weights(mutator, expr):
     return (np.ascontiguousarray(w), np.broadcast_to(scale.astype(np.float64).reshape(-1), (n,)).copy()), ""
 
 
+@relax.expr_functor.mutator
+class _PoolOnIntegers(relax.PyExprMutator):
+    """quantize(max_pool2d(dequantize(q))) with one scale and zero point on both sides is max_pool2d(q): the
+    (de)quantize is monotone and pooling picks an element (a u8 padding of 0 is below every value). The layer
+    before then writes u8, not fp32, and the pool reads a quarter of the bytes."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if not _op(call, "relax.quantize"):
+            return call
+        pool = binding_of(self, call.args[0])
+        source = binding_of(self, pool.args[0]) if _op(pool, "relax.nn.max_pool2d") else None
+        if not _op(source, "relax.dequantize"):
+            return call
+        same = [(_scalar(self, a), _scalar(self, b)) for a, b in zip(call.args[1:], source.args[1:])]
+        q = source.args[0]
+        if any(a is None or a != b for a, b in same) or str(q.ty.dtype) != str(call.attrs.out_dtype):
+            return call
+        return relax.Call(pool.op, [q], pool.attrs)
+
+
 def _each_function(mod, make):
     mutator = make(mod)
     for gv, func in list(mod.functions.items()):
@@ -262,8 +286,9 @@ def _each_function(mod, make):
 
 
 def as_elementwise(mod):
-    """Step 1 of the module doc: before ConvertLayout."""
-    return _each_function(mod, _QDQAsElementwise)
+    """Step 1 of the module doc: before ConvertLayout (max pooling between a dequantize and a quantize of one
+    scale first computed on the integers)."""
+    return _each_function(_each_function(mod, _PoolOnIntegers), _QDQAsElementwise)
 
 
 def integer_products(mod, lanes: int) -> tuple:
