@@ -564,3 +564,22 @@ def test_search_and_comparison_values_refuse_bad_options_in_one_line(tmp_path):
     with pytest.raises(TTileError, match=r"tune_network\(\) got unknown option\(s\) libraries"):
         tune_network(None, work_dir=str(tmp_path / "n"), libraries=("torch",))
     assert not (tmp_path / "m").exists() and not (tmp_path / "n").exists()
+
+
+def test_a_task_check_allows_a_requantized_output_one_step_and_no_more():
+    """verify_against_untuned: an 8-bit output one step off (an fp32 rescale rounded at a tie) passes, two steps
+    fail, and the difference is counted in real numbers (u8 158 against 159 is 1, not 255)."""
+    import tvm
+    from tvm import te
+
+    from tvm_ttile.network.build import verify_against_untuned
+
+    def shifted(step, dtype="uint8"):
+        x = te.placeholder((64,), dtype, name="x")
+        y = te.compute((64,), lambda i: tvm.te.min(x[i], tvm.tirx.const(100, dtype)) + tvm.tirx.const(step, dtype))
+        return tvm.IRModule({"main": te.create_prim_func([x, y])})
+
+    target = tvm.target.Target("llvm")
+    assert verify_against_untuned(shifted(1), shifted(0), target) == (True, 1.0)
+    assert verify_against_untuned(shifted(2), shifted(0), target) == (False, 2.0)
+    assert verify_against_untuned(shifted(1, "int32"), shifted(0, "int32"), target)[0] is False  # exact for s32
