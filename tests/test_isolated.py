@@ -57,22 +57,30 @@ def test_a_torch_module_is_exported_and_timed_in_its_own_process(tmp_path):
     assert len(timer.run(rounds=1, repeats=2)["torch"]) == 2
 
 
+@pytest.fixture(scope="module")
+def tiny_network():
+    """tiny_resnet, an input, and its untuned TVM build's output: built once for every engine."""
+    from tvm_ttile import network as nw
+    from tvm_ttile.models.importers import load_model
+
+    net = load_model("tiny_resnet")
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    return net, x, nw.run(nw.vm_of(nw.build_executable(nw.prepare(net.mod), None)), x)
+
+
 @pytest.mark.parametrize("name", ["onnxruntime", "openvino", "openvino-fp32", "torch"])
-def test_every_engine_runs_its_saved_model_like_the_build_and_is_timed_in_its_own_process(name, tmp_path):
+def test_every_engine_runs_its_saved_model_like_the_build_and_is_timed_in_its_own_process(name, tmp_path,
+                                                                                          tiny_network):
     """The engines' conformance: each saves a network in its form, opens the saved file into one inference that
     agrees with TVM's untuned build, and is timed from that file in a process of its own."""
-    from tvm_ttile import network as nw
     from tvm_ttile.baselines.engines import create
     from tvm_ttile.isolated import IsolatedTimer, Saved
-    from tvm_ttile.models.importers import load_model
 
     engine = create(name)
     pytest.importorskip(engine.module)
-    net = load_model("tiny_resnet")
-    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    net, x, ref = tiny_network
     saved = Saved.library(name, net, x, str(tmp_path))
     run, version = engine.open(saved.path, saved.input_name, x, threads=1)
-    ref = nw.run(nw.vm_of(nw.build_executable(nw.prepare(net.mod), None)), x)
     assert version and np.abs(run() - ref).max() <= 1e-3 * np.abs(ref).max()
     timer = IsolatedTimer(x, 1, str(tmp_path))
     timer.add(name, saved)
