@@ -254,6 +254,8 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=Non
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script import builder as T
 
+    import contextlib
+
     dtype = "float32" if dot is None else precision.accumulator
     vec = f"{dtype}x{lanes}"
     width = n_acc * lanes
@@ -274,7 +276,7 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=Non
                 acc = T.alloc_buffer((n_acc,), vec, scope="local")
                 for i in range(n_acc):
                     T.buffer_store(acc, O.vload([t * width + i * lanes], vec), [i])
-                with T.serial(0, iters):
+                with (contextlib.nullcontext() if dot is None else dot.imports()), T.serial(0, iters):
                     for i in range(n_acc):
                         if dot is None:
                             step = T.fma(acc[i], X.vload([0], vec), X.vload([lanes], vec))
@@ -336,7 +338,7 @@ def measure_peak(cpu: CPUModel, repeat: int = 9, threads: int = 1, bursts: int =
         return _measure_in_child(cpu, repeat, threads, bursts, precision)
     use_threads(threads)
     dot, kind = precisions.require(precision, cpu), precisions.get(precision)
-    reduced = bool(dot.llvm_intrinsic)
+    reduced = dot.reduced
     n_acc = cpu.vector_registers * 3 // 4  # 2 FMA units x 4-5 cycles latency needs ~10 chains
     iters = 20000
     func = _peak_primfunc(cpu.lanes, n_acc, iters, threads, dot if reduced else None, kind)

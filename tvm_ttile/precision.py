@@ -2,8 +2,10 @@
 
 A precision says what a microkernel multiplies (the activations', weights' and accumulators' types) and how many
 consecutive reduction elements one instruction folds into each accumulator lane (`group`: 1 for fp32's FMA, 4 for
-int8's `vpdpbusd`). A `DotProduct` is one instruction that computes it, with the CPU flags it needs and the LLVM
-attribute that lets TVM emit it. `dot_product(precision, cpu)` is the one place that says which a CPU uses; a CPU
+int8's `vpdpbusd`, 2 for bf16's `vdpbf16ps`). A `DotProduct` is one instruction that computes it, with the CPU flags
+it needs and the LLVM attribute that lets TVM emit it. bf16 values are held as their 16 bits in uint16 tensors, so
+that TVM's bf16 legalization (which turns bfloat16 vectors into float32 before LLVM sees them: ENVIRONMENT.md) never
+touches them; `widen` is their exact fp32 value. `dot_product(precision, cpu)` is the one place that says which a CPU uses; a CPU
 with none is refused in one line (`require`), never run in another precision.
 """
 from __future__ import annotations
@@ -21,20 +23,60 @@ class DotProduct:
     flags: tuple  # /proc/cpuinfo flags it needs, all of them
     mattr: tuple = ()  # LLVM attributes the target must add to the ISA's
     llvm_intrinsic: str = ""
+    # For an intrinsic whose operand types TIR cannot carry to LLVM (bf16 vectors): the accumulator's and the
+    # operands' LLVM types; the step then calls a small LLVM IR function (`llvm_ir`) that bitcasts and calls it.
+    wrapped: tuple = ()
 
     def runs_on(self, cpu) -> bool:
-        return cpu.isa.name == self.isa and all(f in cpu.extensions for f in self.flags)
+        have = set(cpu.extensions) | set(cpu.flags)
+        return cpu.isa.name == self.isa and all(f in have for f in self.flags)
+
+    @property
+    def reduced(self) -> bool:
+        """A dot-product instruction (not fp32's FMA)."""
+        return bool(self.llvm_intrinsic)
+
+    @property
+    def wrapper(self) -> str:
+        return "tvm_ttile_" + self.name if self.wrapped else ""
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR module of the wrapper ("" for an intrinsic called directly). TVM links it into the
+        module that imports it (`imports`) and inlines it, so the code is the bare instruction."""
+        if not self.wrapped:
+            return ""
+        acc, operand = self.wrapped
+        ints = f"<{self.lanes} x i32>"
+        return (f"define {acc} @{self.wrapper}({acc} %c, {ints} %a, {ints} %b) {{\n"
+                f"  %x = bitcast {ints} %a to {operand}\n  %y = bitcast {ints} %b to {operand}\n"
+                f"  %r = call {acc} @{self.llvm_intrinsic}({acc} %c, {operand} %x, {operand} %y)\n"
+                f"  ret {acc} %r\n}}\ndeclare {acc} @{self.llvm_intrinsic}({acc}, {operand}, {operand})\n")
+
+    def imports(self):
+        """A TIR-builder frame to emit the steps of this instruction in: it imports the wrapper's LLVM IR
+        (`pragma_import_llvm`, which TVM's LLVM codegen links and force-inlines); a no-op frame otherwise."""
+        import contextlib
+
+        from tvm.tirx.script import builder as T
+
+        return T.attr(0, "pragma_import_llvm", self.llvm_ir()) if self.wrapped else contextlib.nullcontext()
 
     def step(self, acc, group, weights):
         """One instruction as a TIR expression: `acc` (the accumulator vector) plus, lane by lane, the dot product
         of `group` (a 32-bit scalar holding one row's consecutive reduction elements, broadcast to every lane) with
         that lane's elements of `weights` (a vector of lanes x group elements). The operands go to LLVM as the
-        byte vectors its signature wants (TVM 0.27's own VNNI intrinsic passes int32 vectors, which LLVM's
-        verifier refuses: ENVIRONMENT.md)."""
+        vectors its signature wants: bytes for VNNI (TVM 0.27's own VNNI intrinsic passes int32 vectors, which
+        LLVM's verifier refuses: ENVIRONMENT.md), bf16 through the wrapper (emit it inside `imports()`)."""
         from tvm import tirx as tir
 
-        if not self.llvm_intrinsic:
+        if not self.reduced:
             raise UnsupportedISAError(f"{self.name} has no dot-product step: it is fp32's FMA")
+        if str(group.ty.dtype) != "int32":
+            group = tir.reinterpret("int32", group)
+        if self.wrapped:
+            ints = f"int32x{self.lanes}"
+            return tir.call_pure_extern(str(acc.ty.dtype), self.wrapper, acc, tir.Broadcast(group, self.lanes),
+                                        tir.reinterpret(ints, weights))
         broadcast = tir.reinterpret(f"uint8x{4 * self.lanes}", tir.Broadcast(group, self.lanes))
         return tir.call_llvm_pure_intrin(f"int32x{self.lanes}", self.llvm_intrinsic, acc, broadcast, weights)
 
@@ -52,6 +94,15 @@ class Precision:
     packs_weights: bool = True
     # Whether a scheme may pad a dimension (Pad, through TVM's pad_einsum: it refuses int8's widening product)
     pads: bool = True
+
+    def widen(self, value):
+        """A TIR value of this precision's storage as the accumulator's type, exactly: what the microkernels'
+        instruction multiplies (bf16 bits: the fp32 with those upper 16 bits)."""
+        from tvm import tirx as tir
+
+        if self.activation == "uint16" and self.accumulator == "float32":
+            return tir.reinterpret("float32", tir.shift_left(value.astype("uint32"), tir.const(16, "uint32")))
+        return value.astype(self.accumulator)
 
     @property
     def unit(self) -> str:
@@ -78,10 +129,20 @@ VNNI_512 = DotProduct("avx512_vnni", "avx512", 16, ("avx512_vnni",), ("+avx512vn
 # as the AVX-512VL form)
 VNNI_256 = DotProduct("avx_vnni", "avx2", 8, ("avx_vnni",), ("+avxvnni",), "llvm.x86.avx512.vpdpbusd.256")
 
+# vdpbf16ps: two bf16 products per fp32 lane, accumulated in fp32 (Zen 4, Zen 5, Cooper Lake, Sapphire Rapids); the
+# 256-bit form on ymm registers needs AVX512VL too
+BF16_512 = DotProduct("avx512_bf16", "avx512", 16, ("avx512_bf16",), ("+avx512bf16", "-prefer-256-bit"),
+                      "llvm.x86.avx512bf16.dpbf16ps.512", ("<16 x float>", "<32 x bfloat>"))
+BF16_256 = DotProduct("avx512_bf16_256", "avx2", 8, ("avx512_bf16", "avx512vl"), ("+avx512bf16", "+avx512vl"),
+                      "llvm.x86.avx512bf16.dpbf16ps.256", ("<8 x float>", "<16 x bfloat>"))
+
 PRECISIONS = {
     "fp32": Precision("fp32", "float32", "float32", "float32", 1, tuple(FMA.values())),
     # u8 activations x s8 weights -> s32, as ONNX Runtime's and NNCF's QDQ models hold them
     "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256), packs_weights=False, pads=False),
+    # bf16 activations and weights (their bits in uint16) -> fp32
+    "bf16": Precision("bf16", "uint16", "uint16", "float32", 2, (BF16_512, BF16_256), packs_weights=False,
+                      pads=False),
 }
 
 

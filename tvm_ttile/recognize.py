@@ -137,15 +137,28 @@ def product_of(value):
     return None
 
 
+# The call precision.Precision.widen wraps a load in (bf16 bits to fp32: reinterpret(uint32(x) << 16)).
+_WIDENING_CALLS = ("tirx.reinterpret",)
+
+
 def _widened(expr):
-    """The load under a widening cast (int32(u8 load)), else `expr`."""
-    if type(expr).__name__ == "Cast" and type(expr.value).__name__ in LOADS:
-        return expr.value
-    return expr
+    """The load under a widening (int32(u8 load), bf16 bits to fp32), else `expr`."""
+    inner = expr
+    while True:
+        if type(inner).__name__ == "Cast":
+            inner = inner.value
+        elif type(inner).__name__ == "LShift":
+            inner = inner.a
+        elif type(inner).__name__ == "Call" and getattr(inner.op, "name", "") in _WIDENING_CALLS:
+            inner = inner.args[0]
+        else:
+            break
+    return inner if type(inner).__name__ in LOADS else expr
 
 
 # The precisions a contraction may compute, by the dtypes of its (output, input, weights).
-PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8"}
+PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8",
+                       ("float32", "uint16", "uint16"): "bf16"}
 REDUCED_KINDS = ("matmul", "conv2d")  # the kinds with reduced-precision microkernels (spec.REDUCED_OPS)
 
 
@@ -199,14 +212,16 @@ def recognize_block(stmt) -> Contraction | str:
     precision = PRECISION_OF_DTYPES.get(dtypes) or PRECISION_OF_DTYPES.get((dtypes[0], dtypes[2], dtypes[1]))
     if precision is None:
         return (f"block {name!r} computes {dtypes[1]} x {dtypes[2]} -> {dtypes[0]}; tvm_ttile's microkernels "
-                "compute float32 and u8 x s8 -> s32")
-    if precision != "fp32":  # the weights (the signed operand) in the instruction's layout
-        signed = x if str(x.source.dtype) == "int8" else y
-        grouped = _ungrouped(signed)
+                "compute float32, u8 x s8 -> s32 and bf16 (uint16 bits) -> float32")
+    if precision != "fp32":  # the weights (int8's signed operand; bf16's grouped one) in the instruction's layout
+        weights = next((ld for ld in (x, y) if str(ld.source.dtype) == "int8"), None)
+        if weights is None:
+            weights = next((ld for ld in (y, x) if _ungrouped(ld) is not None), y)
+        grouped = _ungrouped(weights)
         if grouped is None:
-            return (f"block {name!r}: int8 weights must be read in the dot-product layout W[k // 4, j, k % 4] "
-                    "(operators.QMatmul.pack_weights)")
-        x, y = (grouped, y) if signed is x else (x, grouped)
+            return (f"block {name!r}: {precision} weights must be read in the dot-product layout "
+                    "W[k // g, j, k % g] (operators.QMatmul.pack_weights)")
+        x, y = (grouped, y) if weights is x else (x, grouped)
     analyzer = Analyzer()
     for iv in stmt.iter_vars:  # not the unit ones: they would become 0 and leave the indices
         if int(iv.dom.extent) > 1:

@@ -115,8 +115,8 @@ def add_precision_arg(p, what: str) -> None:
     from ..precision import PRECISIONS
 
     p.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
-                   help=f"{what} at this precision (int8: u8 x s8 -> s32 on the CPU's dot-product instruction, "
-                        "matmul and conv2d for now; refused on a CPU without one)")
+                   help=f"{what} at this precision (int8: u8 x s8 -> s32 on VNNI; bf16: bf16 x bf16 -> fp32 on "
+                        "AVX512_BF16; matmul and conv2d for now; refused on a CPU without the instruction)")
 
 
 def add_cpu_args(p):

@@ -19,12 +19,12 @@ from tvm.tirx.script import builder as T
 
 from ..errors import TTileError
 from ..precision import dot_for_isa
-from . import intrin_int8
+from . import intrin_dot
 from .spec import Microkernel
 from .no_init import skip_init
 
 # The microkernel code of each reduced precision (its buffers, description and emission); fp32's is this module's.
-REDUCED_FORMS = {"int8": intrin_int8}
+REDUCED_FORMS = {"int8": intrin_dot, "bf16": intrin_dot}
 
 
 def loop_nest(mk: Microkernel):
@@ -244,7 +244,7 @@ def tile_buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bo
 
 
 def emit(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
-    """emit_microkernel for a microkernel of any precision (a reduced one: intrin_int8.emit, with its ISA's
+    """emit_microkernel for a microkernel of any precision (a reduced one: intrin_dot.emit, with its ISA's
     dot-product instruction)."""
     if mk.precision in REDUCED_FORMS:
         return REDUCED_FORMS[mk.precision].emit(mk, A, B, C, dot_for_isa(mk.precision, mk.isa), base, zero_start)

@@ -29,7 +29,7 @@ FAMILIES = {
 }
 
 
-# The families that have reduced-precision microkernels (int8: intrin_int8.py).
+# The families that have reduced-precision microkernels (int8: intrin_dot.py).
 REDUCED_OPS = ("matmul", "conv2d")
 
 

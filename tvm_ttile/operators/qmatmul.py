@@ -1,9 +1,11 @@
-"""The int8 matrix product: C[M, N] (s32) = A[M, K] (u8) x W[K, N] (s8), the weights in `vpdpbusd`'s layout.
+"""The matrix product on a dot-product instruction, the weights in its layout: int8, C[M, N] (s32) = A[M, K] (u8)
+x W[K, N] (s8) on `vpdpbusd`; bf16, C (fp32) = A (bf16) x W (bf16) on `vdpbf16ps` (bf16 as its bits: bfloat16.py).
 
-The weights are a layer's constants, packed once at build time into `[K'/4, N', 4]` (`pack_weights`): K' is K
-rounded up to the group of 4 the instruction folds, N' is N in whole vectors; the padding is zeros, so it adds
+The weights are a layer's constants, packed once at build time into `[K'/g, N', g]` (`pack_weights`): K' is K
+rounded up to the group g the instruction folds (4, 2), N' is N in whole vectors; the padding is zeros, so it adds
 nothing. The activations are padded along K with zeros too (an `A_pad` copy, timed with the function) when K is not
-a multiple of 4. Integer accumulation is exact: the reference is numpy's int64 product, and a result must equal it.
+a multiple of g. Integer accumulation is exact: the reference is numpy's int64 product, and a result must equal it;
+bf16's is the float64 product of the same bf16 values, approached to fp32 accumulation's tolerance.
 """
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ import dataclasses
 
 import numpy as np
 
+from .. import bfloat16
 from ..errors import ShapeError, check_positive
 from ..precision import get as get_precision
 from .base import _Operator, _padded
 
-INT8 = get_precision("int8")
-
 
 @dataclasses.dataclass(frozen=True)
 class QMatmul(_Operator):
-    """C[M, N] = sum_k int32(A[M, K]) x int32(W[K, N]): u8 activations, s8 weights, s32 output."""
+    """C[M, N] = sum_k wide(A[M, K]) x wide(W[K, N]): int8's u8 activations and s8 weights to s32, or bf16's to
+    fp32 (`precision`)."""
 
     M: int
     N: int
@@ -31,8 +33,7 @@ class QMatmul(_Operator):
 
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
-        if self.precision != "int8":
-            raise ShapeError(f"QMatmul computes int8 (u8 x s8 -> s32), not {self.precision!r}")
+        check_grouped(self)
 
     @property
     def flops(self) -> int:
@@ -40,8 +41,13 @@ class QMatmul(_Operator):
         return 2 * self.M * self.N * self.K
 
     @property
+    def kind(self):
+        """The precision.Precision it computes."""
+        return get_precision(self.precision)
+
+    @property
     def group(self) -> int:
-        return INT8.group
+        return self.kind.group
 
     @property
     def output_shape(self) -> tuple:
@@ -55,27 +61,27 @@ class QMatmul(_Operator):
 
     @property
     def operand_bytes(self) -> dict:
-        return {"input": self.M * self.K, "weights": self.K * self.N, "output": 4 * self.M * self.N}
+        size = np.dtype(self.kind.activation).itemsize
+        return {"input": size * self.M * self.K, "weights": size * self.K * self.N, "output": 4 * self.M * self.N}
 
     def packed_shape(self, vector_lanes: int | None = None) -> tuple:
         return (self.padded_k() // self.group, _padded(self.N, vector_lanes), self.group)
 
     def pack_weights(self, w, vector_lanes: int | None = None) -> np.ndarray:
-        """W [K, N] s8 in the instruction's layout [K'/4, N', 4], zeros in the padding."""
-        if w.shape != (self.K, self.N) or w.dtype != np.int8:
-            raise ShapeError(f"int8 weights must be int8 [{self.K}, {self.N}], got {w.dtype} {list(w.shape)}")
-        return pack_grouped(w, self.packed_shape(vector_lanes))
+        """W [K, N] (int8: s8; bf16: its bits, or fp32 rounded to them) in the instruction's layout [K'/g, N', g],
+        zeros in the padding."""
+        return pack_grouped(weights_of(self, w, (self.K, self.N)), self.packed_shape(vector_lanes))
 
     def constant_weights(self, weights, shape):
         """W [K, N] packed as the function takes it (`shape`: [K'/4, N', 4])."""
         return self.pack_weights(weights, shape[1])
 
     def te(self, vector_lanes: int | None = None):
-        """A [M, K] u8, W packed [K'/4, N', 4] s8 -> C [M, N] s32 (C_unpad drops the padded columns)."""
+        """A [M, K], W packed [K'/g, N', g] -> C [M, N] (C_unpad drops the padded columns)."""
         from tvm import te
 
-        a = te.placeholder((self.M, self.K), INT8.activation, name="A")
-        w = te.placeholder(self.packed_shape(vector_lanes), INT8.weight, name="W")
+        a = te.placeholder((self.M, self.K), self.kind.activation, name="A")
+        w = te.placeholder(self.packed_shape(vector_lanes), self.kind.weight, name="W")
         return a, w, self.compute(a, w)
 
     def compute(self, a, w):
@@ -83,28 +89,54 @@ class QMatmul(_Operator):
         the weights' vector padding is read from their shape."""
         from tvm import te
 
-        g = self.group
+        g, p = self.group, self.kind
         kp, np_ = self.padded_k(), int(w.shape[1])
         a_read = a
         if kp != self.K:
             a_read = te.compute((self.M, kp), lambda i, kk: te.if_then_else(
-                kk < self.K, a[i, te.min(kk, self.K - 1)], te.const(0, INT8.activation)), name="A_pad")
+                kk < self.K, a[i, te.min(kk, self.K - 1)], te.const(0, p.activation)), name="A_pad")
         k = te.reduce_axis((0, kp), name="k")
         c = te.compute((self.M, np_), lambda i, j: te.sum(
-            a_read[i, k].astype(INT8.accumulator) * w[k // g, j, k % g].astype(INT8.accumulator), axis=k),
-            name="matmul")
+            p.widen(a_read[i, k]) * p.widen(w[k // g, j, k % g]), axis=k), name="matmul")
         if np_ != self.N:
             c = te.compute((self.M, self.N), lambda i, j: c[i, j], name="C_unpad")
         return c
 
     def random_inputs(self, seed: int = 0):
-        """(A, W) uniform over the whole u8 and s8 ranges (the extremes included), reproducible."""
-        rng = np.random.default_rng(seed)
-        return (rng.integers(0, 256, (self.M, self.K), dtype=np.uint8),
-                rng.integers(-128, 128, (self.K, self.N), dtype=np.int8))
+        """(A, W): int8 uniform over the whole u8 and s8 ranges (the extremes included); bf16 normal values
+        rounded to bf16; reproducible."""
+        return random_operands(self, seed, (self.M, self.K), (self.K, self.N))
 
     def reference(self, a, w):
-        return (a.astype(np.int64) @ w.astype(np.int64)).astype(np.int32)
+        if self.kind.exact:
+            return (a.astype(np.int64) @ w.astype(np.int64)).astype(np.int32)
+        return (bfloat16.values(a).astype(np.float64) @ bfloat16.values(w)).astype(np.float32)
+
+
+def check_grouped(op) -> None:
+    """A one-line refusal of a precision with no dot-product instruction (fp32: the plain operator)."""
+    if get_precision(op.precision).group == 1:
+        raise ShapeError(f"{type(op).__name__} computes a dot-product precision (int8, bf16), not {op.precision!r}; "
+                         f"the fp32 operator is {type(op).__name__[1:]}")
+
+
+def weights_of(op, w, shape) -> np.ndarray:
+    """`w` as the stored weights of `op`'s precision (bf16: fp32 rounded to bits, or bits), refused in one line when
+    its shape or type is not the operator's."""
+    p = op.kind
+    if tuple(w.shape) == tuple(shape) and p.weight == "uint16" and w.dtype in (np.float32, np.float64):
+        return bfloat16.bits(w)
+    if tuple(w.shape) != tuple(shape) or w.dtype != np.dtype(p.weight):
+        raise ShapeError(f"{p.name} weights must be {p.weight} {list(shape)}, got {w.dtype} {list(w.shape)}")
+    return w
+
+
+def random_operands(op, seed: int, input_shape, weight_shape):
+    rng = np.random.default_rng(seed)
+    if op.kind.exact:
+        return (rng.integers(0, 256, input_shape, dtype=np.uint8),
+                rng.integers(-128, 128, weight_shape, dtype=np.int8))
+    return (bfloat16.bits(rng.standard_normal(input_shape)), bfloat16.bits(rng.standard_normal(weight_shape)))
 
 
 def pack_grouped(w, shape) -> np.ndarray:

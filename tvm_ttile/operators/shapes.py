@@ -52,8 +52,9 @@ SHAPE_FIELDS = {"conv2d": {"required": ("K", "C", "H", "W", "R", "S"),
 OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "depthwise1d": Depthwise1d,
              "matmul": Matmul, "batch_matmul": BatchMatmul}
 # (fp32 operator class, precision) -> its quantized form made from an instance (at_precision)
-QUANTIZED = {(Matmul, "int8"): lambda op: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name),
-             (Conv2d, "int8"): lambda op: QConv2d.of(op)}
+QUANTIZED = {(Matmul, p): (lambda op, p=p: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name, precision=p))
+             for p in ("int8", "bf16")}
+QUANTIZED.update({(Conv2d, p): (lambda op, p=p: QConv2d.of(op, precision=p)) for p in ("int8", "bf16")})
 QUANTIZED_KINDS = {QMatmul: "matmul", QConv2d: "conv2d"}  # the shapes-file "op" of each quantized operator
 
 

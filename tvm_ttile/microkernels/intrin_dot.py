@@ -1,12 +1,13 @@
-"""int8 microkernels: u8 activations x s8 weights -> s32, one `vpdpbusd` per accumulator and step.
+"""Microkernels on a dot-product instruction: int8 (u8 x s8 -> s32, `vpdpbusd`) and bf16 (bf16 x bf16 -> fp32,
+`vdpbf16ps`), one instruction per accumulator and step.
 
-The weights are in the layout the instruction reads, the reduction's groups of 4 innermost: `[k/4, j, 4]` for a
-matmul (operators.QMatmul), `[r, s, c/4, k, 4]` for a conv2d (operators.QConv2d), packed once at build time. The
-4 reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns' groups. Each
-reduction step broadcasts a row's 4 activation bytes (one 32-bit scalar: 4 consecutive k of a matmul row, 4
-consecutive channels of a conv2d input pixel) to every lane and adds the 16 four-element dot products into the
-row's accumulators, which stay in registers for the whole reduction loop, as in the fp32 microkernels (intrin.py).
-`red` counts reduction elements (a multiple of 4); a conv2d's c is not unrolled (each step takes a group of 4).
+The weights are in the layout the instruction reads, the reduction's groups of g (4 for int8, 2 for bf16) innermost:
+`[k/g, j, g]` for a matmul (operators.QMatmul), `[r, s, c/g, k, g]` for a conv2d (operators.QConv2d), packed once at
+build time. The g reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns'
+groups. Each reduction step broadcasts a row's g activations (one 32-bit scalar: g consecutive k of a matmul row, g
+consecutive channels of a conv2d input pixel) to every lane and adds the 16 g-element dot products into the row's
+accumulators, which stay in registers for the whole reduction loop, as in the fp32 microkernels (intrin.py).
+`red` counts reduction elements (a multiple of g); a conv2d's c is not unrolled (each step takes a group).
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ BLOCK_ITERS = {"conv2d": (("h", "S", "h"), ("w", "S", "w"), ("k", "S", "k"), ("r
 def desc_body(mk, A, B, C, nest) -> None:
     """The tile's computation as the operator writes it (operators.QMatmul, QConv2d): the weights indexed by
     group."""
-    group = get_precision(mk.precision).group
+    p = get_precision(mk.precision)
+    group = p.group
     with T.grid(*[e for _, e in nest]) as loop_vars:
         lv = dict(zip([n for n, _ in nest], loop_vars if len(nest) > 1 else [loop_vars]))
         with T.sblock("update"):
@@ -65,7 +67,7 @@ def desc_body(mk, A, B, C, nest) -> None:
             else:
                 o = [g("i"), g("j")]
                 x, w = A[g("i"), red], B[grouped[0], g("j"), grouped[1]]
-            T.buffer_store(C, C[tuple(o)] + tir.Cast("int32", x) * tir.Cast("int32", w), o)
+            T.buffer_store(C, C[tuple(o)] + p.widen(x) * p.widen(w), o)
 
 
 def emit(mk, A, B, C, dot, base: dict, zero_start: bool = False) -> None:
@@ -101,7 +103,7 @@ def emit(mk, A, B, C, dot, base: dict, zero_start: bool = False) -> None:
             start = (tir.Broadcast(tir.const(0, p.accumulator), L) if zero_start
                      else C.vload(out_at(row, v), acc_vec))
             T.buffer_store(acc, start, [slot(ri, v)])
-    with T.serial(0, mk.red // group) as c:
+    with dot.imports(), T.serial(0, mk.red // group) as c:
         red = red_base + c * group
         for step in steps:
             for v in range(nv):
