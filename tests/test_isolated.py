@@ -81,7 +81,9 @@ def test_every_engine_runs_its_saved_model_like_the_build_and_is_timed_in_its_ow
     net, x, ref = tiny_network
     saved = Saved.library(name, net, x, str(tmp_path))
     run, version = engine.open(saved.path, saved.input_name, x, threads=1)
-    assert version and np.abs(run() - ref).max() <= 1e-3 * np.abs(ref).max()
+    # OpenVINO's default on an AVX512_BF16 CPU is bf16 (its version says so): 8 significant bits per product
+    tolerance = 3e-2 if "bfloat16" in version else 1e-3
+    assert version and np.abs(run() - ref).max() <= tolerance * np.abs(ref).max()
     timer = IsolatedTimer(x, 1, str(tmp_path))
     timer.add(name, saved)
     assert len(timer.run(rounds=1, repeats=2)[name]) == 2

@@ -329,7 +329,7 @@ def cmd_tune_model(args) -> int:
                            sampler_options=parse_options(args.sampler_option),
                            strategy_options=parse_options(args.strategy_option, "--strategy-option"),
                            in_network_top=args.in_network_top)
-    context = Context.make(threads=args.threads, seed=args.seed, prepack=not args.no_prepack)
+    context = Context.make(threads=args.threads, seed=args.seed, prepack=not args.no_prepack, precision=args.precision)
     report = tune_model(args.model, context, search=search, compare=compare, work_dir=args.work_dir,
                         input_shape=shape, progress=not args.json, verbose=args.verbose,
                         cache_flush=args.cache_flush, confirm_top=args.confirm_top)

@@ -127,6 +127,7 @@ def _add_tune_model(sub, output, tuning) -> None:
     p.add_argument("--winograd", choices=["on", "off"], default=WINOGRAD_DEFAULT,
                    help="also compute each 3x3 stride-1 conv2d with Winograd F(2,3) and F(4,3) and build, layer by "
                         "layer, whichever form measured faster (default on); off: direct convolutions only")
+    add_precision_arg(p, "the network's conv2d and matmul layers (a QDQ model is int8 without it)")
     add_strategy_option(p)
     p.set_defaults(func=cmd_tune_model)
 

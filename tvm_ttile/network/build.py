@@ -11,7 +11,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from ..context import resolve
-from .. import read_in_place
+from .. import bfloat16, read_in_place
 from .. import winograd as wg
 from ..automcl.network import apply_dense
 from ..metaschedule import open_database
@@ -25,7 +25,7 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
 
     rng = np.random.default_rng(seed)
     infos = ArgInfo.from_prim_func(mod["main"])
-    inputs = [rng.standard_normal([int(x) for x in a.shape]).astype(a.dtype) for a in infos]
+    inputs = [_random_argument(rng, [int(x) for x in a.shape], str(a.dtype)) for a in infos]
     outs = []
     read_in_place.install()
     for m in (mod, tuned):
@@ -46,6 +46,13 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
         allowed = (1.0 if r.dtype.itemsize == 1 else 0.0) if np.issubdtype(r.dtype, np.integer) else rtol * scale
         err, ok = max(err, diff), ok and bool(np.isfinite(diff) and diff <= allowed)
     return ok, err
+
+def _random_argument(rng, shape, dtype: str):
+    """Standard-normal values as `dtype`; uint16 tensors hold bf16 bits (bfloat16.py), so theirs are bf16 values
+    (raw random bits would be NaNs and infinities)."""
+    values = rng.standard_normal(shape)
+    return bfloat16.bits(values) if dtype == "uint16" else values.astype(dtype)
+
 
 def build_network(mod, records=None, context=None, *, cpu=None, threads: int | None = None,
                   prepack: bool | None = None):

@@ -25,6 +25,7 @@ from ..errors import TTileError
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
 from ..relax import extract_tasks, prepare, quantized
+from ..relax.bf16 import Bf16Report
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
 from .defaults import CACHE_STATES, network_sampler_options
@@ -62,7 +63,7 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     search = take(NetworkSearch, search, options)
     compare = take(Comparisons, compare, options)
     confirm_top = options.pop("confirm_top", None)
-    loose = {k: options.pop(k) for k in ("threads", "seed", "prepack") if k in options}
+    loose = {k: options.pop(k) for k in ("threads", "seed", "prepack", "precision") if k in options}
     refuse_unknown("tune_model", options)
     cache_flush = {True: "on", False: "off"}.get(cache_flush, cache_flush)
     if cache_flush not in CACHE_STATES:
@@ -73,13 +74,16 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     ctx.check_runs_here()
     seed = ctx.seed
     net = load_model(source, input_shape, seed=seed)
-    fp32_net = load_model(compare.fp32_model, tuple(net.input_shape), seed=seed) if compare.fp32_model else None
+    # a bf16 build is held against the fp32 model itself
+    fp32_source = compare.fp32_model or (source if ctx.precision == "bf16" else None)
+    fp32_net = load_model(fp32_source, tuple(net.input_shape), seed=seed) if fp32_source else None
     ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
-    integer = quantized.IntegerReport()
-    mod = prepare(net.mod, ctx.cpu, quantized_report=integer)
+    integer, bf16 = quantized.IntegerReport(), Bf16Report()
+    mod = prepare(net.mod, ctx.cpu, quantized_report=integer, precision=ctx.precision, bf16_report=bf16)
+    check_precision(ctx.precision, integer, net.name)
     ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 tasks: the CPU's int8 instruction (or one line)
-    for layer, why in integer.kept_fp32:
-        print(f"warning: {layer} of the quantized model stays fp32: {why}", file=sys.stderr)
+    for layer, why in integer.kept_fp32 + bf16.kept_fp32:
+        print(f"warning: {layer} stays fp32: {why}", file=sys.stderr)
     start = time.time()
     tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
     wall = time.time() - start
@@ -110,15 +114,16 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
         "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
         "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
-        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]}}
+        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]},
+        "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
     step = quantized.output_step(net.onnx_model) if integer.integer else None
-    report.update(accuracy(outputs, tuned, step))
+    report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16"))
     if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
         report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
                                     for other, out in outputs.items() if other != "tvm_ttile"}
     report.update(rates(latencies, tuned))
     if fp32_net is not None:
-        report["against_fp32"] = {"model": compare.fp32_model,
+        report["against_fp32"] = {"model": fp32_source,
                                   **fp32_agreement(fp32_net, net, ctx, vm, x, compare.libraries)}
     with open(ctx.dirs.report_json, "w") as f:
         json.dump(report, f, indent=1)
@@ -254,10 +259,12 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
     return against_fp32(systems, lambda inp: run(fp32_vm, inp), tuple(net.input_shape), seed=ctx.seed)
 
 
-def accuracy(outputs: dict, tuned, step: float | None = None) -> dict:
+def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False) -> dict:
     """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE x the
     output's scale; a quantized model's (`step`: its output's quantization step) within one step, since rounding
-    to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA)."""
+    to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA).
+    `own_build_only` (bf16): only tvm_ttile against its untuned build of the same precision counts, the others
+    compute in another precision (how far each is from fp32 is against_fp32's)."""
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
     allowed = step * (1 + 1e-3) if step else TOLERANCE * scale
@@ -265,10 +272,21 @@ def accuracy(outputs: dict, tuned, step: float | None = None) -> dict:
               for other in outputs if other != "tvm_ttile"}
     checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
                    if s not in ("tvm_ttile", "untuned")})
-    correct = (all(err <= allowed for err in checks.values())
+    counted = [err for name, err in checks.items() if not own_build_only or name == "tvm_ttile vs untuned"]
+    correct = (all(err <= allowed for err in counted)
                and all(t.verified for t in tuned.tasks if t.trials))
     return {"tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks, "correct": correct,
-            "allowed_error": allowed}
+            "allowed_error": allowed, "held_to": "tvm_ttile vs untuned" if own_build_only else "all"}
+
+
+def check_precision(precision: str, integer, name: str) -> None:
+    """A one-line refusal of a precision the model cannot be built in: int8 needs a quantized (QDQ) model, and a
+    quantized model runs in int8, not bf16."""
+    if precision == "int8" and not integer.integer:
+        raise TTileError(f"{name} has no quantized (QDQ) conv2d or matmul: int8 needs a model quantized first "
+                         "(benchmarks/tools/quantize_model.py); bf16 needs none")
+    if precision == "bf16" and integer.integer:
+        raise TTileError(f"{name} is a quantized (QDQ) model: it runs in int8, not bf16 (drop --precision)")
 
 
 def rates(latencies: dict, tuned) -> dict:

@@ -55,12 +55,15 @@ def _tuning_split(r) -> str:
     return ", ".join(f"{p} {s:.0f} s over {n} task{'s' if n > 1 else ''}" for p, (s, n) in by.items())
 
 
+PEAK_UNITS = {"fp32": "GFLOPS", "int8": "GOPS int8", "bf16": "GFLOPS bf16"}
+
+
 def format_report(r) -> str:
     built = [t for t in r["tasks"] if t.get("built", True)]  # (a layer computed with Winograd: one form built)
     total = sum(t["seconds"] * t["weight"] for t in built if t["trials"])
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
              f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} "
-             f"{'GOPS int8' if r.get('precision', 'fp32') == 'int8' else 'GFLOPS'} (measured in this run)", "",
+             f"{PEAK_UNITS.get(r.get('precision', 'fp32'), 'GFLOPS')} (measured in this run)", "",
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
              f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
@@ -105,6 +108,8 @@ def format_report(r) -> str:
                       "not padded to whole vectors)."]
     allowed = (f"one quantization step, {r['allowed_error']:.3g}" if r.get("int8_agreement")
                else f"tolerance {r['tolerance']:g} x {r['output_scale']:.3g}")
+    if r.get("held_to", "all") != "all":
+        allowed += f"; held to {r['held_to']} only, the others compute in other precisions"
     lines += ["", f"Outputs (max abs difference; {allowed}): " +
               ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_error"].items()) +
               (" - all agree." if r["correct"] else " - MISMATCH.")]
@@ -114,6 +119,10 @@ def format_report(r) -> str:
             f"{100 * v['equal']:.2f}% equal, at most {v['max_steps']:.2f} steps" for k, v in r["int8_agreement"].items())
             + f". {len(r['int8']['integer'])} conv2d / matmuls computed in int8"
             + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["int8"]["kept_fp32"]) + "."]
+    if (r.get("bf16") or {}).get("bf16"):
+        lines += ["", f"bf16: {len(r['bf16']['bf16'])} conv2d / matmuls computed in bf16 (fp32 accumulation, "
+                      "activations fp32 between layers)"
+                  + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["bf16"]["kept_fp32"]) + "."]
     if r.get("against_fp32"):
         lines += [""] + fidelity_lines(r["against_fp32"], r["against_fp32"]["model"])
     lines += [f"Note: {n}" for n in r["notes"]]

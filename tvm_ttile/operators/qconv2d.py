@@ -18,7 +18,8 @@ from .. import bfloat16
 from ..errors import ShapeError, check_positive
 from .base import _Operator, _padded, conv2d_nhwc_reference, normalize_pad
 from .conv2d import Conv2d
-from .qmatmul import QMatmul, check_grouped, pack_grouped, random_operands, weights_of
+from .qmatmul import (QMatmul, bf16_values, check_float_input, check_grouped, input_dtype, pack_grouped,
+                      random_operands, weights_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +41,15 @@ class QConv2d(_Operator):
     name: str = ""
     input_zero: int = 0  # the u8 input's zero point: what its padding holds
     precision: str = "int8"
+    # bf16: the input arrives in fp32 and is rounded to bf16 in the kernel's input copy (a network's activations)
+    float_input: bool = False
     prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
 
     def __post_init__(self):
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
                        dilation=self.dilation, N=self.N)
         check_grouped(self)
+        check_float_input(self)
         if not 0 <= self.input_zero <= (255 if self.kind.exact else 0):
             raise ShapeError(f"the {self.precision} input's zero point must be in "
                              f"[0, {255 if self.kind.exact else 0}], got {self.input_zero}")
@@ -55,12 +59,13 @@ class QConv2d(_Operator):
             raise ShapeError(f"int8 conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
 
     @classmethod
-    def of(cls, conv: Conv2d, input_zero: int = 0, precision: str = "int8") -> "QConv2d":
+    def of(cls, conv: Conv2d, input_zero: int = 0, precision: str = "int8", float_input: bool = False) -> "QConv2d":
         """The `precision` form of an fp32 Conv2d (one group only, for now)."""
         if conv.groups != 1:
             raise ShapeError(f"a grouped conv2d ({conv.groups} groups) has no {precision} form yet")
         return cls(K=conv.K, C=conv.C, H=conv.H, W=conv.W, R=conv.R, S=conv.S, stride=conv.stride, pad=conv.pad,
-                   dilation=conv.dilation, N=conv.N, name=conv.name, input_zero=input_zero, precision=precision)
+                   dilation=conv.dilation, N=conv.N, name=conv.name, input_zero=input_zero, precision=precision,
+                   float_input=float_input)
 
     pads = Conv2d.pads
     out_h = Conv2d.out_h
@@ -91,7 +96,8 @@ class QConv2d(_Operator):
     @property
     def operand_bytes(self) -> dict:
         size = np.dtype(self.kind.activation).itemsize
-        return {"input": size * self.N * self.H * self.W * self.C, "weights": size * self.R * self.S * self.C * self.K,
+        return {"input": (4 if self.float_input else size) * self.N * self.H * self.W * self.C,
+                "weights": size * self.R * self.S * self.C * self.K,
                 "output": 4 * int(np.prod(self.output_shape))}
 
     def packed_shape(self, vector_lanes: int | None = None) -> tuple:
@@ -111,7 +117,7 @@ class QConv2d(_Operator):
         the padded output channels."""
         from tvm import te
 
-        inp = te.placeholder((self.N, self.H, self.W, self.C), self.kind.activation, name="I")
+        inp = te.placeholder((self.N, self.H, self.W, self.C), input_dtype(self), name="I")
         wgt = te.placeholder(self.packed_shape(vector_lanes), self.kind.weight, name="W")
         return inp, wgt, self.compute(inp, wgt)
 
@@ -123,14 +129,15 @@ class QConv2d(_Operator):
         g, p = self.group, self.kind
         cp, kp = self.padded_c(), int(wgt.shape[3])
         src = inp
-        if any(self.pads) or cp != self.C:
+        read = bfloat16.te_bits if self.float_input else (lambda v: v)
+        if any(self.pads) or cp != self.C or self.float_input:
             top, left, bottom, right = self.pads
             zero = te.const(self.input_zero, p.activation)
             src = te.compute(
                 (self.N, self.H + top + bottom, self.W + left + right, cp),
                 lambda n, h, w, c: te.if_then_else(
                     c < self.C, te.if_then_else(te.all(h >= top, h < self.H + top, w >= left, w < self.W + left),
-                                                inp[n, h - top, w - left, te.min(c, self.C - 1)], zero),
+                                                read(inp[n, h - top, w - left, te.min(c, self.C - 1)]), zero),
                     te.const(0, p.activation)),
                 name="pad_temp")
         r = te.reduce_axis((0, self.R), name="r")
@@ -153,7 +160,7 @@ class QConv2d(_Operator):
 
     def reference(self, inp, wgt):
         if not self.kind.exact:
-            return conv2d_nhwc_reference(bfloat16.values(inp), bfloat16.values(wgt), self.stride, self.pad,
+            return conv2d_nhwc_reference(bf16_values(inp), bfloat16.values(wgt), self.stride, self.pad,
                                          self.dilation)
         return conv2d_nhwc_reference(inp, wgt, self.stride, self.pad, self.dilation, pad_value=self.input_zero,
                                      exact=True)

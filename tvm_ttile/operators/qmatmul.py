@@ -29,11 +29,14 @@ class QMatmul(_Operator):
     K: int
     name: str = ""
     precision: str = "int8"
+    # bf16: the input arrives in fp32 and is rounded to bf16 in the kernel's input copy (a network's activations)
+    float_input: bool = False
     prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
 
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
         check_grouped(self)
+        check_float_input(self)
 
     @property
     def flops(self) -> int:
@@ -62,7 +65,8 @@ class QMatmul(_Operator):
     @property
     def operand_bytes(self) -> dict:
         size = np.dtype(self.kind.activation).itemsize
-        return {"input": size * self.M * self.K, "weights": size * self.K * self.N, "output": 4 * self.M * self.N}
+        return {"input": (4 if self.float_input else size) * self.M * self.K, "weights": size * self.K * self.N,
+                "output": 4 * self.M * self.N}
 
     def packed_shape(self, vector_lanes: int | None = None) -> tuple:
         return (self.padded_k() // self.group, _padded(self.N, vector_lanes), self.group)
@@ -80,7 +84,7 @@ class QMatmul(_Operator):
         """A [M, K], W packed [K'/g, N', g] -> C [M, N] (C_unpad drops the padded columns)."""
         from tvm import te
 
-        a = te.placeholder((self.M, self.K), self.kind.activation, name="A")
+        a = te.placeholder((self.M, self.K), input_dtype(self), name="A")
         w = te.placeholder(self.packed_shape(vector_lanes), self.kind.weight, name="W")
         return a, w, self.compute(a, w)
 
@@ -92,9 +96,10 @@ class QMatmul(_Operator):
         g, p = self.group, self.kind
         kp, np_ = self.padded_k(), int(w.shape[1])
         a_read = a
-        if kp != self.K:
+        read = bfloat16.te_bits if self.float_input else (lambda v: v)
+        if kp != self.K or self.float_input:
             a_read = te.compute((self.M, kp), lambda i, kk: te.if_then_else(
-                kk < self.K, a[i, te.min(kk, self.K - 1)], te.const(0, p.activation)), name="A_pad")
+                kk < self.K, read(a[i, te.min(kk, self.K - 1)]), te.const(0, p.activation)), name="A_pad")
         k = te.reduce_axis((0, kp), name="k")
         c = te.compute((self.M, np_), lambda i, j: te.sum(
             p.widen(a_read[i, k]) * p.widen(w[k // g, j, k % g]), axis=k), name="matmul")
@@ -110,7 +115,7 @@ class QMatmul(_Operator):
     def reference(self, a, w):
         if self.kind.exact:
             return (a.astype(np.int64) @ w.astype(np.int64)).astype(np.int32)
-        return (bfloat16.values(a).astype(np.float64) @ bfloat16.values(w)).astype(np.float32)
+        return (bf16_values(a).astype(np.float64) @ bfloat16.values(w)).astype(np.float32)
 
 
 def check_grouped(op) -> None:
@@ -118,6 +123,20 @@ def check_grouped(op) -> None:
     if get_precision(op.precision).group == 1:
         raise ShapeError(f"{type(op).__name__} computes a dot-product precision (int8, bf16), not {op.precision!r}; "
                          f"the fp32 operator is {type(op).__name__[1:]}")
+
+
+def check_float_input(op) -> None:
+    if op.float_input and op.kind.exact:
+        raise ShapeError(f"an {op.precision} {type(op).__name__} reads its input quantized: no float_input")
+
+
+def input_dtype(op) -> str:
+    return "float32" if op.float_input else op.kind.activation
+
+
+def bf16_values(x) -> np.ndarray:
+    """The bf16 values a bf16 operator multiplies: of bf16 bits, or of an fp32 input rounded to bf16."""
+    return bfloat16.values(bfloat16.bits(x) if x.dtype == np.float32 else x)
 
 
 def weights_of(op, w, shape) -> np.ndarray:
@@ -136,7 +155,8 @@ def random_operands(op, seed: int, input_shape, weight_shape):
     if op.kind.exact:
         return (rng.integers(0, 256, input_shape, dtype=np.uint8),
                 rng.integers(-128, 128, weight_shape, dtype=np.int8))
-    return (bfloat16.bits(rng.standard_normal(input_shape)), bfloat16.bits(rng.standard_normal(weight_shape)))
+    x = rng.standard_normal(input_shape).astype(np.float32)
+    return (x if op.float_input else bfloat16.bits(x)), bfloat16.bits(rng.standard_normal(weight_shape))
 
 
 def pack_grouped(w, shape) -> np.ndarray:

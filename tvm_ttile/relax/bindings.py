@@ -17,6 +17,16 @@ def binding_of(mutator, expr):
     return expr
 
 
+def mutate_functions(mod, make):
+    """`mod` with every Relax function visited by one mutator `make(mod)`, whose builder also holds the PrimFuncs
+    it adds."""
+    mutator = make(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mutator.builder_.update_func(gv, mutator.visit_expr(func))
+    return mutator.builder_.get()
+
+
 def static_shape(expr) -> tuple | None:
     """The shape of `expr` as ints, or None when it is not static."""
     shape = getattr(getattr(expr, "ty", None), "shape", None)

@@ -23,7 +23,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .bindings import binding_of, static_shape
+from .bindings import binding_of, mutate_functions, static_shape
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
@@ -277,40 +277,34 @@ class _PoolOnIntegers(relax.PyExprMutator):
         return relax.Call(pool.op, [q], pool.attrs)
 
 
-def _each_function(mod, make):
-    mutator = make(mod)
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
-
-
 def as_elementwise(mod):
     """Step 1 of the module doc: before ConvertLayout (max pooling between a dequantize and a quantize of one
     scale first computed on the integers)."""
-    return _each_function(_each_function(mod, _PoolOnIntegers), _QDQAsElementwise)
+    return mutate_functions(mutate_functions(mod, _PoolOnIntegers), _QDQAsElementwise)
 
 
 def integer_products(mod, lanes: int) -> tuple:
     """Step 2 of the module doc (conv2d and matmuls): after ConvertLayout. Returns (module, IntegerReport)."""
     report = IntegerReport()
-    return _each_function(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
+    return mutate_functions(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
 
 
 def precision_of(mod) -> str:
-    """The precision a module's kernels need: "int8" when a PrimFunc holds an int8 contraction (what the conv2d
-    rewrite makes), else "fp32"."""
+    """The precision a module's kernels need: that of its reduced-precision contractions (int8 from the QDQ
+    rewrite, bf16 from bf16.py's) when a PrimFunc holds one, else "fp32"."""
     from ..recognize import recognize_all
 
     for func in mod.functions.values():
-        if isinstance(func, tvm.tirx.PrimFunc) and any(c.precision == "int8" for c in recognize_all(func)[0]):
-            return "int8"
+        if isinstance(func, tvm.tirx.PrimFunc):
+            reduced = [c.precision for c in recognize_all(func)[0] if c.precision != "fp32"]
+            if reduced:
+                return reduced[0]
     return "fp32"
 
 
 def context_for(mod, ctx):
-    """`ctx` for building and tuning `mod`: with int8's target (the CPU's dot-product instruction; refused in one
-    line on a CPU without one) when the module has int8 kernels."""
+    """`ctx` for building and tuning `mod`: with its reduced precision's target (the CPU's dot-product
+    instruction; refused in one line on a CPU without one) when the module has int8 or bf16 kernels."""
     from ..precision import require
 
     if ctx.precision != "fp32":  # (already a reduced precision's: nothing to scan)

@@ -8,7 +8,8 @@ from tvm import relax
 
 from .. import cpu as cpu_mod
 from ..recognize import blocks
-from .bindings import binding_of, static_shape
+from .bf16 import Bf16Report, bf16_products
+from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
 from .transposed import rewrite as rewrite_transposed
 
@@ -214,25 +215,17 @@ class _InputLayoutIntoConv(relax.PyExprMutator):
                                      primfunc_name_hint="conv2d")
 
 
-def _mutate(mutator_class, mod, *args):
-    """`mod` with every Relax function visited by one mutator_class(*args, mod), whose builder also holds the
-    PrimFuncs it adds."""
-    mutator = mutator_class(*args, mod)
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mutator.builder_.update_func(gv, mutator.visit_expr(func))
-    return mutator.builder_.get()
-
-
 def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True,
-            quantized_report: IntegerReport | None = None):
+            quantized_report: IntegerReport | None = None, precision: str = "fp32",
+            bf16_report: Bf16Report | None = None):
     """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
     conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
     host's by default; _WholeVectorOutputs). With `input_layout_in_conv`, a conv2d whose input is an NCHW
     tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv). A quantized (QDQ) model's convolutions
     become int8 tasks (quantized.py); `quantized_report` (an IntegerReport) receives which did and why the others
-    did not."""
+    did not. `precision` "bf16": every conv2d / matmul by constant weights becomes a bf16 task (bf16.py), which
+    `bf16_report` receives, as for int8."""
     mod, _ = rewrite_transposed(mod)
     mod = as_elementwise(mod)
     for gv, func in list(mod.functions.items()):
@@ -248,8 +241,10 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function):
                 mod[gv] = _WholeVectorOutputs(lanes, mod).visit_expr(func)
+    if precision == "bf16":
+        mod = bf16_products(mod, lanes, bf16_report if bf16_report is not None else Bf16Report())
     if input_layout_in_conv:
-        mod = _mutate(_InputLayoutIntoConv, mod)
+        mod = mutate_functions(mod, _InputLayoutIntoConv)
     # the slices that the next elementwise op moved past, and the permutes now read by nothing, are dead:
     # removed, not computed
     return relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))

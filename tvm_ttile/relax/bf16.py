@@ -1,0 +1,106 @@
+"""(Relax) bf16 networks: every conv2d and matmul by constant weights computed in bf16 with fp32 accumulation.
+
+After ConvertLayout (and the padding of outputs to whole vectors), a conv2d (NHWC / HWIO, one group, the same stride
+and dilation along h and w) or a matmul whose weights are constants becomes operators.QConv2d / QMatmul at bf16:
+its weights rounded to bf16 and packed in `vdpbf16ps`'s layout now, its fp32 input rounded to bf16 in the kernel's
+own input copy (no pass of its own), its output fp32, so the bias, ReLU and residual Add that follow fuse into the
+task's epilogue as they do in fp32. Activations between layers stay fp32. Every conv2d or matmul left in fp32 is
+reported with the reason (`Bf16Report.kept_fp32`), never dropped silently.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .bindings import binding_of, mutate_functions, static_shape
+
+
+@dataclasses.dataclass
+class Bf16Report:
+    bf16: list = dataclasses.field(default_factory=list)  # the layers made bf16, as text
+    kept_fp32: list = dataclasses.field(default_factory=list)  # (layer, why it stays fp32)
+
+
+def _constant(mutator, expr):
+    expr = binding_of(mutator, expr)
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
+def _is(call, name: str) -> bool:
+    return isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == name
+
+
+@relax.expr_functor.mutator
+class _Bf16Products(relax.PyExprMutator):
+    """Each conv2d / matmul by constant weights as its bf16 task (module doc)."""
+
+    def __init__(self, lanes: int, report: Bf16Report, mod=None):
+        super().__init__(mod)
+        self.lanes, self.report = lanes, report
+
+    def visit_call_(self, call):
+        call = self.builder_.normalize(super().visit_call_(call))
+        if _is(call, "relax.nn.conv2d"):
+            return self._conv2d(call)
+        if _is(call, "relax.matmul"):
+            return self._matmul(call)
+        return call
+
+    def _conv2d(self, call):
+        from ..operators import QConv2d
+
+        a = call.attrs
+        shape, w = static_shape(call.args[0]), _constant(self, call.args[1])
+        name = f"conv2d {list(shape or ())} x {list(static_shape(call.args[1]) or ())}"
+        why = ""
+        if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+            why = f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
+        elif int(a.groups) != 1:
+            why = f"it has {int(a.groups)} groups (bf16 grouped and depthwise convolutions are not built yet)"
+        elif len({int(v) for v in a.strides}) != 1 or len({int(v) for v in a.dilation}) != 1:
+            why = "its strides or dilations differ along h and w"
+        elif w is None or w.dtype != np.float32 or shape is None:
+            why = "its weights are not an fp32 constant" if shape else "its input's shape is not static"
+        if why:
+            self.report.kept_fp32.append((name, why))
+            return call
+        n, h, width, c = shape
+        r, s, _, k = w.shape
+        op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
+                     dilation=int(a.dilation[0]), N=n, precision="bf16", float_input=True)
+        packed = relax.const(op.pack_weights(w, self.lanes), "uint16")
+        self.report.bf16.append(name)
+        return self.builder_.call_te(op.compute, call.args[0], packed, primfunc_name_hint="bf16_conv2d")
+
+    def _matmul(self, call):
+        """x[..., K] @ W[K, N], W a constant (a Gemm's transposed weights are folded into one), as QMatmul over
+        x's leading dimensions folded into rows."""
+        from ..operators import QMatmul
+
+        shape, w = static_shape(call.args[0]), _constant(self, call.args[1])
+        name = "matmul " + " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+        why = ""
+        if w is None or w.dtype != np.float32 or w.ndim != 2:
+            why = "its weights are not a 2-d fp32 constant"
+        elif shape is None:
+            why = "its input's shape is not static"
+        if why:
+            self.report.kept_fp32.append((name, why))
+            return call
+        k, n = w.shape
+        rows = int(np.prod(shape[:-1]))
+        op = QMatmul(M=rows, N=n, K=k, precision="bf16", float_input=True)
+        x = call.args[0] if len(shape) == 2 else self.builder_.emit(relax.op.reshape(call.args[0], (rows, k)))
+        out = self.builder_.call_te(op.compute, x, relax.const(op.pack_weights(w, self.lanes), "uint16"),
+                                    primfunc_name_hint="bf16_matmul")
+        self.report.bf16.append(name)
+        return out if len(shape) == 2 else relax.op.reshape(out, (*shape[:-1], n))
+
+
+def bf16_products(mod, lanes: int, report: Bf16Report):
+    """The module doc's rewrite of `mod` (constants folded first, so that a weight's permutes and padding are one
+    constant); `report` receives which layers became bf16 and why the others did not."""
+    return mutate_functions(relax.transform.FoldConstant()(mod), lambda m: _Bf16Products(lanes, report, m))
