@@ -163,3 +163,48 @@ def test_bf16_work_dirs_are_not_reused_as_fp32_and_tuning_verifies(tmp_path):
     assert res.verified and res.gflops > 0
     with pytest.raises(WorkDirMismatch, match="precision"):
         Context.make(work_dir=str(tmp_path / "c")).claim()
+
+
+@pytest.mark.parametrize("kind", ["residual", "depthwise", "tokens", "dense"])
+def test_a_bf16_network_computes_its_products_in_bf16_and_names_what_stays_fp32(kind):
+    """The rewrite on small models (a residual block, a depthwise layer, a linear layer on tokens, a Gemm head):
+    each conv2d / matmul by constant weights a bf16 task, a depthwise one kept fp32 with its reason; where the CPU
+    has AVX512_BF16, the untuned bf16 build is within bf16's rounding of the fp32 build."""
+    pytest.importorskip("onnx")
+    import tvm
+    from test_qdq import SHAPE, _model
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile.network import build_network, run
+    from tvm_ttile.relax import prepare, quantized
+    from tvm_ttile.relax.bf16 import Bf16Report
+
+    mod = from_onnx(_model(kind, np.random.default_rng(0)), keep_params_in_input=False)
+    report = Bf16Report()
+    bf16 = prepare(mod, HOST, precision="bf16", bf16_report=report)
+    want = {"residual": (3, 0), "depthwise": (1, 1), "tokens": (2, 0), "dense": (2, 0)}[kind]
+    assert (len(report.bf16), len(report.kept_fp32)) == want, report
+    if kind == "depthwise":
+        assert "16 groups" in report.kept_fp32[0][1]
+    assert quantized.precision_of(bf16) == "bf16"
+    text = "\n".join(str(f) for f in bf16.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    assert '"uint16"' in text  # weights and rounded inputs as bf16 bits
+    if dot_product("bf16", HOST) is None:
+        with pytest.raises(UnsupportedISAError, match="cannot compute bf16"):
+            quantized.context_for(bf16, Context.make())
+        return
+    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
+    got = run(build_network(bf16, None, Context.make(precision="bf16")), x)
+    ref = run(build_network(prepare(mod, HOST), None, Context.make()), x)
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
+
+
+def test_a_precision_the_model_cannot_take_is_refused_in_one_line():
+    from tvm_ttile.network.model import check_precision
+    from tvm_ttile.relax.quantized import IntegerReport
+
+    with pytest.raises(TTileError, match="no quantized .QDQ. conv2d or matmul: int8 needs a model quantized first"):
+        check_precision("int8", IntegerReport(), "resnet18")
+    with pytest.raises(TTileError, match="is a quantized .QDQ. model: it runs in int8, not bf16"):
+        check_precision("bf16", IntegerReport(integer=["conv2d"]), "r18_int8")
+    check_precision("bf16", IntegerReport(), "resnet18")

@@ -94,6 +94,10 @@ class Precision:
     packs_weights: bool = True
     # Whether a scheme may pad a dimension (Pad, through TVM's pad_einsum: it refuses int8's widening product)
     pads: bool = True
+    # How far a whole network built in it may be from another build of it (tuned against untuned), over the
+    # output's scale: fp32's summation orders; bf16's two bf16 steps, since an fp32 activation a summation order
+    # moves across a rounding boundary enters the next layer one bf16 step (2^-8) apart
+    network_tolerance: float = 1e-3
 
     def widen(self, value):
         """A TIR value of this precision's storage as the accumulator's type, exactly: what the microkernels'
@@ -142,7 +146,7 @@ PRECISIONS = {
     "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256), packs_weights=False, pads=False),
     # bf16 activations and weights (their bits in uint16) -> fp32
     "bf16": Precision("bf16", "uint16", "uint16", "float32", 2, (BF16_512, BF16_256), packs_weights=False,
-                      pads=False),
+                      pads=False, network_tolerance=2 ** -7),
 }
 
 

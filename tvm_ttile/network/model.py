@@ -22,6 +22,7 @@ import numpy as np
 from .. import cpu as cpu_mod
 from ..context import Context, resolve
 from ..errors import TTileError
+from ..precision import get as get_precision
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
 from ..relax import extract_tasks, prepare, quantized
@@ -117,7 +118,8 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]},
         "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
     step = quantized.output_step(net.onnx_model) if integer.integer else None
-    report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16"))
+    report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16",
+                           tolerance=get_precision(ctx.precision).network_tolerance))
     if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
         report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
                                     for other, out in outputs.items() if other != "tvm_ttile"}
@@ -259,15 +261,17 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
     return against_fp32(systems, lambda inp: run(fp32_vm, inp), tuple(net.input_shape), seed=ctx.seed)
 
 
-def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False) -> dict:
+def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False,
+             tolerance: float = TOLERANCE) -> dict:
     """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE x the
     output's scale; a quantized model's (`step`: its output's quantization step) within one step, since rounding
     to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA).
     `own_build_only` (bf16): only tvm_ttile against its untuned build of the same precision counts, the others
-    compute in another precision (how far each is from fp32 is against_fp32's)."""
+    compute in another precision (how far each is from fp32 is against_fp32's). `tolerance`: the precision's
+    (precision.Precision.network_tolerance)."""
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
-    allowed = step * (1 + 1e-3) if step else TOLERANCE * scale
+    allowed = step * (1 + 1e-3) if step else tolerance * scale
     checks = {f"tvm_ttile vs {other}": float(np.max(np.abs(outputs["tvm_ttile"] - outputs[other])))
               for other in outputs if other != "tvm_ttile"}
     checks.update({f"{s} vs untuned": float(np.max(np.abs(outputs[s] - ref))) for s in outputs
@@ -275,7 +279,7 @@ def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bo
     counted = [err for name, err in checks.items() if not own_build_only or name == "tvm_ttile vs untuned"]
     correct = (all(err <= allowed for err in counted)
                and all(t.verified for t in tuned.tasks if t.trials))
-    return {"tolerance": TOLERANCE, "output_scale": scale, "max_abs_error": checks, "correct": correct,
+    return {"tolerance": tolerance, "output_scale": scale, "max_abs_error": checks, "correct": correct,
             "allowed_error": allowed, "held_to": "tvm_ttile vs untuned" if own_build_only else "all"}
 
 
