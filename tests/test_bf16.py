@@ -19,6 +19,7 @@ from tvm_ttile.precision import dot_product, require
 from tvm_ttile.recognize import recognize
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.space import Problem, Space
+from test_int8 import isas_computing
 
 HOST = cpu_mod.detect_host()
 needs_bf16 = pytest.mark.skipif(dot_product("bf16", HOST) is None,
@@ -80,25 +81,13 @@ def test_bf16_microkernels_build_for_an_avx512_bf16_target_on_any_host():
     assert "vdpbf16ps" in lib.mod.inspect_source("asm")
 
 
-def _bf16_isas():
-    found = []
-    for isa in ("avx512", "avx2"):
-        try:
-            model = cpu_mod.detect_host(isa)
-        except UnsupportedISAError:
-            continue
-        if dot_product("bf16", model) is not None:
-            found.append(model)
-    return found
-
-
 @needs_bf16
 @pytest.mark.parametrize("op,unroll", [("matmul", dict(i=6, j=4)), ("matmul", dict(i=1, j=1)),
                                        ("matmul", dict(i=9, j=3)), ("conv2d", dict(w=6, k=2)),
                                        ("conv2d", dict(w=4, h=2, k=1, r=3, s=3))])
 def test_bf16_microkernels_match_numpy_on_the_same_bf16_values(op, unroll):
     """On each ISA's form the host has (512-bit; 256-bit on AVX512VL)."""
-    for model in _bf16_isas():
+    for model in isas_computing("bf16"):
         mk = Microkernel.make(op, model.isa.name, model.lanes, 32, precision="bf16", **unroll)
         if mk.output_registers + mk.weight_vectors > model.vector_registers:
             continue

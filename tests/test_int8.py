@@ -82,17 +82,22 @@ def test_int8_weights_are_packed_in_the_instruction_layout_with_zero_padding():
     assert a.min() >= 0 and w.dtype == np.int8
 
 
-def _int8_isas():
-    """The ISAs this host computes int8 on (AVX512_VNNI on AVX-512, AVX-VNNI on AVX2), as forced CPU models."""
+def isas_computing(precision: str):
+    """The ISAs this host computes `precision` on (int8: AVX512_VNNI on AVX-512, AVX-VNNI on AVX2), as forced CPU
+    models."""
     found = []
     for isa in ("avx512", "avx2"):
         try:
             model = cpu_mod.detect_host(isa)
         except UnsupportedISAError:
             continue
-        if dot_product("int8", model) is not None:
+        if dot_product(precision, model) is not None:
             found.append(model)
     return found
+
+
+def _int8_isas():
+    return isas_computing("int8")
 
 
 @pytest.mark.parametrize("unroll", [(1, 1), (6, 4), (14, 2), (2, 6), (9, 3)])
