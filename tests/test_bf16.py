@@ -197,3 +197,11 @@ def test_a_precision_the_model_cannot_take_is_refused_in_one_line():
     with pytest.raises(TTileError, match="is a quantized .QDQ. model: it runs in int8, not bf16"):
         check_precision("bf16", IntegerReport(integer=["conv2d"]), "r18_int8")
     check_precision("bf16", IntegerReport(), "resnet18")
+
+
+def test_libraries_time_only_the_precisions_they_compute():
+    from tvm_ttile.baselines import handles
+
+    assert handles("onnxruntime", QConv2d(K=16, C=16, H=8, W=8, R=3, S=3))  # int8: QLinearConv
+    assert not handles("onnxruntime", QConv2d(K=16, C=16, H=8, W=8, R=3, S=3, precision="bf16"))
+    assert handles("onnxruntime", Conv2d(K=16, C=16, H=8, W=8, R=3, S=3))

@@ -230,11 +230,16 @@ class Library(System):
             return f"{self.name} is not installed (no module named {self.module!r}); pip install 'tvm-ttile[libs]'"
         return None
 
+    def handles(self, operator) -> bool:
+        from .libraries import reference_for
+
+        return super().handles(operator) and reference_for(self.name, operator) is not None
+
     def _call(self, operator, threads):
-        from .libraries import LIBRARIES
+        from .libraries import reference_for
 
         try:
-            return LIBRARIES[self.name][type(operator).__name__](operator, threads)
+            return reference_for(self.name, operator)(operator, threads)
         except ImportError as e:
             raise TTileError(f"{self.name} is not installed ({e}); pip install 'tvm-ttile[libs]'") from None
 

@@ -316,3 +316,12 @@ LIBRARIES = {"onednn": {"Conv2d": onednn_conv2d, "Matmul": onednn_matmul, "Depth
                              "Conv1d": onnxruntime_conv1d, "Depthwise1d": onnxruntime_conv1d,
                              "QMatmul": onnxruntime_qmatmul, "QConv2d": onnxruntime_qconv2d},
              "numpy": {"Matmul": numpy_matmul, "BatchMatmul": numpy_batch_matmul}}
+# The precision each reference computes, fp32 unless listed: a QMatmul / QConv2d of another precision (bf16) has
+# none here, rather than being run through an int8 kernel.
+REFERENCE_PRECISION = {onnxruntime_qmatmul: "int8", onnxruntime_qconv2d: "int8"}
+
+
+def reference_for(library: str, operator):
+    """`library`'s function timing `operator` at its precision, or None."""
+    fn = LIBRARIES[library].get(type(operator).__name__)
+    return fn if fn is not None and REFERENCE_PRECISION.get(fn, "fp32") == operator.precision else None
