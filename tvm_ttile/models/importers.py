@@ -65,10 +65,12 @@ def _from_onnx(model, name, input_shape=None, torch_module=None) -> Network:
                          f"{len(shape)}: {list(shape)}")
     if None in shape or not shape:
         raise TTileError(f"{name}: input {inp.name!r} has dynamic shape {dims}; pass input_shape (--input-shape)")
-    from . import qoperators
+    from . import qoperators, shape_folding
 
     # TVM's importer has no QLinearConv and the like: it reads their QDQ form (the libraries run the model as given)
     readable = qoperators.as_qdq(model) if qoperators.has_qoperators(model) else model
+    if shape_folding.needs_folding(readable):  # shapes computed in the graph, which TVM's importer cannot follow
+        readable = shape_folding.fold(readable, inp.name, shape, name)
     mod = from_onnx(readable, shape_dict={inp.name: list(shape)}, keep_params_in_input=False)
     return Network(name, mod, inp.name, shape, onnx_model=model, torch_module=torch_module)
 
