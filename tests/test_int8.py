@@ -15,18 +15,21 @@ from tvm_ttile.lowering import lower
 from tvm_ttile.microkernels import family, intrin
 from tvm_ttile.microkernels.spec import Microkernel
 from tvm_ttile.operators import Conv2d, Matmul, QConv2d, QMatmul, at_precision, load_shapes, run_against_reference
-from tvm_ttile.precision import dot_product, require
+from tvm_ttile.precision import dot_product, require, tag_for
 from tvm_ttile.recognize import recognize
 from tvm_ttile.samplers import make_sampler
 from tvm_ttile.space import Problem, Space
 
 HOST = cpu_mod.detect_host()
-needs_vnni = pytest.mark.skipif(dot_product("int8", HOST) is None,
-                                reason="this CPU has no int8 dot-product instruction (AVX512_VNNI)")
+DOT = dot_product("int8", HOST)  # VNNI, or vpmaddubsw where the CPU has none (test_int8_without_vnni.py)
+TAG = tag_for("int8", HOST) if DOT else ""
+LIMIT = DOT.weight_limit if DOT else 128  # the weights it multiplies exactly
+needs_int8 = pytest.mark.skipif(DOT is None, reason="this CPU has no int8 instruction (AVX512_VNNI, AVX-512BW, AVX2)")
 
 
 def test_a_cpu_without_an_int8_instruction_is_refused_in_one_line():
-    bare = dataclasses.replace(cpu_mod.detect_host("avx512") if "avx512f" in HOST.flags else HOST, extensions=())
+    bare = dataclasses.replace(cpu_mod.detect_host("avx512") if "avx512f" in HOST.flags else HOST, extensions=(),
+                               flags=("avx512f",))  # (AVX-512BW or AVX2 would compute it with vpmaddubsw)
     with pytest.raises(UnsupportedISAError, match="cannot compute int8: it needs avx512_vnni") as e:
         require("int8", bare)
     assert "\n" not in str(e.value)
@@ -108,7 +111,8 @@ def test_int8_microkernels_match_an_exact_integer_reference(unroll):
         pytest.skip("this CPU has no int8 dot-product instruction")
     ui, uj = unroll
     for model in models:
-        mk = Microkernel.make("matmul", model.isa.name, model.lanes, 32, precision="int8", i=ui, j=uj)
+        mk = Microkernel.make("matmul", model.isa.name, model.lanes, 32, precision="int8",
+                              dot=tag_for("int8", model), i=ui, j=uj)
         if mk.min_registers > model.vector_registers:
             continue
         target = Context.make(cpu=model, precision="int8").target
@@ -118,10 +122,10 @@ def test_int8_microkernels_match_an_exact_integer_reference(unroll):
 
 def _random_qmatmul(rng, lanes):
     return QMatmul(M=rng.choice([1, 7, 13, 29, 48, 97]), N=rng.choice([5, lanes, 3 * lanes + 1, 4 * lanes]),
-                   K=rng.choice([1, 3, 30, 64, 131]))
+                   K=rng.choice([1, 3, 30, 64, 131]), weight_limit=LIMIT)
 
 
-@needs_vnni
+@needs_int8
 @pytest.mark.parametrize("threads", [1, 2])
 def test_drawn_int8_schemes_match_numpy_bit_for_bit(threads):
     """Random shapes (primes, K not a multiple of 4, N not whole vectors) and every sampler's schemes over the
@@ -129,7 +133,8 @@ def test_drawn_int8_schemes_match_numpy_bit_for_bit(threads):
     rng = random.Random(7 + threads)
     ops = [_random_qmatmul(rng, HOST.lanes) for _ in range(6)]
     assert all(Problem.from_operator(op, HOST.lanes, HOST.isa.name).size["k"] % 4 == 0 for op in ops)
-    assert _drawn_schemes_match(ops, family.candidates("matmul", HOST.isa, 16, "int8"), threads) >= 12
+    kept = [dataclasses.replace(mk, dot=TAG) for mk in family.candidates("matmul", HOST.isa, 16, "int8")]
+    assert _drawn_schemes_match(ops, kept, threads) >= 12
 
 
 def _drawn_schemes_match(ops, kept, threads) -> int:
@@ -138,7 +143,7 @@ def _drawn_schemes_match(ops, kept, threads) -> int:
     target = Context.make(threads=threads, precision="int8").target
     checked = 0
     for n, op in enumerate(ops):
-        problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name)
+        problem = Problem.from_operator(op, HOST.lanes, HOST.isa.name, TAG)
         assert problem.precision == "int8"
         space = Space(problem, kept, threads=threads)
         for sampler in ("ttile", "nondivisible"):
@@ -153,16 +158,16 @@ def _drawn_schemes_match(ops, kept, threads) -> int:
     return checked
 
 
-@needs_vnni
+@needs_int8
 def test_the_int8_peak_is_measured_on_its_instruction():
     peak = cpu_mod.measure_peak(HOST, repeat=1, precision="int8")
     fp32 = cpu_mod.measure_peak(HOST, repeat=1)
-    assert peak["instruction"] == "avx512_vnni" and peak["precision"] == "int8"
-    assert "+avx512vnni" in peak["target"]["mattr"] and "mattr" not in fp32["target"]
+    assert peak["instruction"] == DOT.name and peak["precision"] == "int8"
+    assert set(DOT.mattr) <= set(peak["target"].get("mattr", [])) and "mattr" not in fp32["target"]
     assert peak["peak_gflops"] > fp32["peak_gflops"]  # 4 products per lane against 1 (about 4x measured)
 
 
-@needs_vnni
+@needs_int8
 def test_int8_work_dirs_catalogs_and_peaks_are_kept_apart(tmp_path):
     from tvm_ttile.microkernels.catalog import catalog_path
     from tvm_ttile.workdir import WorkDirMismatch
@@ -197,7 +202,7 @@ def test_shapes_files_name_a_precision(tmp_path):
     assert at_precision(f, "fp32") is f
 
 
-@needs_vnni
+@needs_int8
 def test_tuning_an_int8_matmul_verifies_it_exactly(tmp_path):
     from tvm_ttile.tune import tune
     from tvm_ttile.workdir import WorkDir
@@ -231,7 +236,8 @@ def test_int8_conv2d_microkernels_match_an_exact_integer_reference(unroll, strid
     if not models:
         pytest.skip("this CPU has no int8 dot-product instruction")
     for model in models:
-        mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8", **unroll)
+        mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8",
+                              dot=tag_for("int8", model), **unroll)
         if mk.output_registers + mk.weight_vectors > model.vector_registers:
             continue
         target = Context.make(cpu=model, precision="int8").target
@@ -243,25 +249,26 @@ def _random_qconv2d(rng, lanes):
     R = rng.choice([1, 3, 5])
     return QConv2d(K=rng.choice([5, lanes, 2 * lanes + 3]), C=rng.choice([1, 3, 8, 13]), H=rng.choice([7, 11]),
                    W=rng.choice([5, 13, 17]), R=R, S=R, stride=rng.choice([1, 2]),
-                   pad=rng.choice([0, R // 2, (R // 2, 0, 0, R // 2)]), input_zero=rng.choice([0, 1, 128, 255]))
+                   pad=rng.choice([0, R // 2, (R // 2, 0, 0, R // 2)]), input_zero=rng.choice([0, 1, 128, 255]),
+                   weight_limit=LIMIT)
 
 
-@needs_vnni
+@needs_int8
 @pytest.mark.parametrize("threads", [1, 2])
 def test_drawn_int8_conv2d_schemes_match_numpy_bit_for_bit(threads):
     """Random convolutions (primes, C not a multiple of 4, K not whole vectors, zero points, strides, asymmetric
     pads) and schemes drawn over a few int8 microkernels, lowered and run against the integer reference."""
     rng = random.Random(11 + threads)
-    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", **u)
+    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", dot=TAG, **u)
             for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=2, h=2, k=1, r=3, s=3), dict(w=1, k=1))]
     assert _drawn_schemes_match([_random_qconv2d(rng, HOST.lanes) for _ in range(6)], kept, threads) >= 12
 
 
-@needs_vnni
+@needs_int8
 def test_tuning_an_int8_conv2d_verifies_it_exactly(tmp_path):
     from tvm_ttile.tune import tune
 
     op = at_precision(Conv2d(K=24, C=8, H=9, W=9, R=3, S=3, pad=1, name="c"), "int8")
-    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 64, precision="int8", w=3, k=1)]
+    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 64, precision="int8", dot=TAG, w=3, k=1)]
     res = tune(op, trials=3, kept=kept, work_dir=str(tmp_path / "c"), progress=False)
     assert res.verified and res.max_abs_error == 0.0 and res.gflops > 0

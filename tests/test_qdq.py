@@ -69,7 +69,7 @@ def _model(kind, rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-def _quantized(tmp_path, kind, seed=0, fmt="QDQ"):
+def _quantized(tmp_path, kind, seed=0, fmt="QDQ", reduce_range=False):
     rng = np.random.default_rng(seed)
     fp32, int8 = tmp_path / f"{kind}.onnx", tmp_path / f"{kind}_int8.onnx"
     onnx.save(_model(kind, rng), fp32)
@@ -83,7 +83,7 @@ def _quantized(tmp_path, kind, seed=0, fmt="QDQ"):
 
     quantization.quantize_static(str(fp32), str(int8), Reader(), quant_format=getattr(quantization.QuantFormat, fmt),
                                  per_channel=True, activation_type=quantization.QuantType.QUInt8,
-                                 weight_type=quantization.QuantType.QInt8)
+                                 weight_type=quantization.QuantType.QInt8, reduce_range=reduce_range)
     return onnx.load(int8)
 
 
@@ -91,11 +91,11 @@ def _output_step(model) -> float:
     return quantized.output_step(model) or 0.0
 
 
-def _run_both(model, cpu_target="llvm"):
+def _run_both(model, cpu_target="llvm", cpu=None):
     from tvm.relax.frontend.onnx import from_onnx
 
     report = quantized.IntegerReport()
-    mod = prepare(from_onnx(model, keep_params_in_input=False), quantized_report=report)
+    mod = prepare(from_onnx(model, keep_params_in_input=False), cpu, quantized_report=report)
     x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float32)
     ex = tvm.compile(mod, target=cpu_target)
     got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
@@ -134,6 +134,30 @@ def test_a_depthwise_layer_stays_fp32_and_is_reported(tmp_path):
     assert np.abs(got - ref).max() <= step * (1.0 + 1e-4)
 
 
+def test_without_vnni_only_layers_whose_weights_fit_become_int8(tmp_path):
+    """A CPU without VNNI multiplies |w| <= 64 exactly: a model quantized with the whole s8 range keeps its layers
+    fp32, each reported with why and how to fix it; quantized with reduce_range=True (ONNX Runtime's advice for
+    such CPUs), its layers are int8 and within one step of ONNX Runtime."""
+    import dataclasses
+
+    from tvm_ttile import cpu as cpu_mod
+
+    from tvm_ttile.precision import dot_product
+
+    no_vnni = dataclasses.replace(cpu_mod.detect_host(), extensions=())
+    if dot_product("int8", no_vnni) is None:
+        pytest.skip("an x86 host (AVX2 or AVX-512BW)")
+    full = _quantized(tmp_path, "dense")
+    _, report, got, ref = _run_both(full, cpu=no_vnni)
+    assert not report.integer and len(report.kept_fp32) == 2
+    assert all("no VNNI" in why and "reduce_range=True" in why for _, why in report.kept_fp32), report.kept_fp32
+    assert np.abs(got - ref).max() <= _output_step(full) * (1.0 + 1e-4)
+    seven = _quantized(tmp_path, "dense", reduce_range=True)
+    _, report, got, ref = _run_both(seven, cpu=no_vnni)
+    assert len(report.integer) == 2 and not report.kept_fp32, report
+    assert np.abs(got - ref).max() <= _output_step(seven) * (1.0 + 1e-4)
+
+
 @pytest.mark.parametrize("kind", ["dense", "tokens"])
 def test_quantized_dense_and_token_matmuls_become_int8(tmp_path, kind):
     """A Gemm head (weights [N, K], transB) and a MatMul on 3-d activations (weights [K, N], leading dimensions
@@ -152,11 +176,13 @@ def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, 
     from tvm_ttile.precision import dot_product
 
     host = cpu_mod.detect_host()
-    if dot_product("int8", host) is None:
-        pytest.skip("this CPU has no int8 dot-product instruction (AVX512_VNNI)")
+    dot = dot_product("int8", host)
+    if dot is None:
+        pytest.skip("this CPU has no int8 instruction")
     from tvm.relax.frontend.onnx import from_onnx
 
-    model = _quantized(tmp_path, "residual", seed=1)
+    # (a CPU without VNNI multiplies exactly only the weights of reduce_range)
+    model = _quantized(tmp_path, "residual", seed=1, reduce_range=dot.weight_limit < 128)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     assert quantized.precision_of(mod) == "int8"
     work = str(tmp_path / "net")

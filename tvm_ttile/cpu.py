@@ -149,6 +149,8 @@ def _read_caches():
 _RELEVANT_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "asimd", "neon", "sve")
 # The reduced-precision dot products (CPUModel.extensions).
 DOT_FLAGS = ("avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+LLVM_FEATURES = {"avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni", "avx512_bf16": "avx512bf16",
+                 "amx_int8": "amx-int8", "amx_bf16": "amx-bf16"}
 
 
 def detect_host(isa: str | None = None) -> CPUModel:
@@ -222,7 +224,11 @@ def from_target(target) -> CPUModel:
     base = host or CPUModel(name=f"target:{tgt}", isa=get_isa(isa))
     if override == get_isa(isa).target:  # the ISA's own target: share its cache (peak, catalogs)
         return base
-    return dataclasses.replace(base, target_override=override)
+    # A dot-product extension is the target's to give: code for a CPU without VNNI runs on one with it, and the
+    # precision then takes the instruction that CPU has (precision.dot_product)
+    given = tuple(f for f in DOT_FLAGS if codegen.target_has_features(LLVM_FEATURES[f], tgt))
+    extensions = tuple(f for f in base.extensions if f in given) if host else given
+    return dataclasses.replace(base, target_override=override, extensions=extensions)
 
 
 def _host_supports(isa: str, flags, machine: str) -> bool:

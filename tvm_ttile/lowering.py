@@ -20,7 +20,7 @@ from .errors import TTileError
 from . import read_in_place as in_place_reads
 from .microkernels import intrin
 from .microkernels.spec import FAMILIES
-from .precision import get as get_precision
+from .precision import get as get_precision, tag_for
 from .scheme import T as Tile
 from .scheme import Scheme, U, V
 from .recognize import CANONICAL, LOADS, product_of, as_schedule, canonicalize, recognize
@@ -50,9 +50,10 @@ def _split_scheme(scheme: Scheme):
     return cut, mk_start
 
 
-def problem_of(func, isa: str, lanes: int) -> Problem:
+def problem_of(func, isa: str, lanes: int, cpu=None) -> Problem:
     """The Problem of a PrimFunc's contraction, recognized from its computation (recognize.py); TTileError
-    with one line saying why when tvm_ttile cannot tune it."""
+    with one line saying why when tvm_ttile cannot tune it. With `cpu`, a reduced precision's microkernels use
+    the instruction that CPU computes it with (precision.tag_for); else their ISA's first."""
     sch = as_schedule(func)
     c = recognize(sch)
     sizes = dict(c.extents)
@@ -64,7 +65,8 @@ def problem_of(func, isa: str, lanes: int) -> Problem:
     _, x, y = product_of(sch.get(block).body.value)
     halo = any(not _is_identity_copy(sch.get(p)) for p in producers_of(sch, block, y if c.weights_first else x))
     return Problem(c.op, tuple((d, sizes[d]) for d in DIMS[c.op]), lanes, isa, c.stride, c.dilation,
-                   batch=c.batch_size, halo=halo, precision=c.precision)
+                   batch=c.batch_size, halo=halo, precision=c.precision,
+                   dot=tag_for(c.precision, cpu) if cpu is not None else "")
 
 
 # Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Off: on the

@@ -26,6 +26,11 @@ class DotProduct:
     # For an intrinsic whose operand types TIR cannot carry to LLVM (bf16 vectors): the accumulator's and the
     # operands' LLVM types; the step then calls a small LLVM IR function (`llvm_ir`) that bitcasts and calls it.
     wrapped: tuple = ()
+    # A microkernel's name for it when it is not its ISA's first for the precision (microkernels.spec): "" for
+    # the first, so that the names of the microkernels measured before a second existed stay as they were
+    tag: str = ""
+    # The largest |weight| whose products it sums exactly (128: every s8 value)
+    weight_limit: int = 128
 
     def runs_on(self, cpu) -> bool:
         have = set(cpu.extensions) | set(cpu.flags)
@@ -80,6 +85,31 @@ class DotProduct:
         broadcast = tir.reinterpret(f"uint8x{4 * self.lanes}", tir.Broadcast(group, self.lanes))
         return tir.call_llvm_pure_intrin(f"int32x{self.lanes}", self.llvm_intrinsic, acc, broadcast, weights)
 
+    def weights_fit(self, weights) -> bool:
+        """Whether every value of `weights` (a numpy array) is one the instruction multiplies exactly."""
+        return weights.size == 0 or int(abs(weights.astype("int64")).max()) <= self.weight_limit
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedDotProduct(DotProduct):
+    """int8 without VNNI: `vpmaddubsw` multiplies u8 by s8 and adds pairs into s16, `vpmaddwd` by ones adds the
+    pairs of those into s32 lanes, and an add accumulates them: three instructions for VNNI's one. The s16 pair
+    sum saturates beyond 32767: 255 x (|w0| + |w1|) stays inside only when |w| <= 64, so a layer's weights must
+    (`weight_limit`; ONNX Runtime's quantizer writes such weights with reduce_range=True; oneDNN halves the
+    weights' scale on these CPUs for the same reason)."""
+
+    widen_intrinsic: str = ""  # the pairs' instruction (vpmaddwd)
+
+    def step(self, acc, group, weights):
+        from tvm import tirx as tir
+
+        if str(group.ty.dtype) != "int32":
+            group = tir.reinterpret("int32", group)
+        broadcast = tir.reinterpret(f"uint8x{4 * self.lanes}", tir.Broadcast(group, self.lanes))
+        pairs = tir.call_llvm_pure_intrin(f"int16x{2 * self.lanes}", self.llvm_intrinsic, broadcast, weights)
+        ones = tir.Broadcast(tir.const(1, "int16"), 2 * self.lanes)
+        return acc + tir.call_llvm_pure_intrin(f"int32x{self.lanes}", self.widen_intrinsic, pairs, ones)
+
 
 @dataclasses.dataclass(frozen=True)
 class Precision:
@@ -132,6 +162,12 @@ VNNI_512 = DotProduct("avx512_vnni", "avx512", 16, ("avx512_vnni",), ("+avx512vn
 # AVX-VNNI: the same instruction on 256-bit registers in a VEX encoding (Alder Lake and later; this LLVM names it
 # as the AVX-512VL form)
 VNNI_256 = DotProduct("avx_vnni", "avx2", 8, ("avx_vnni",), ("+avxvnni",), "llvm.x86.avx512.vpdpbusd.256")
+# Without VNNI (Skylake-X, Zen 3, Haswell to Comet Lake): weights within +-64
+PMADD_512 = PairedDotProduct("avx512_pmaddubsw", "avx512", 16, ("avx512bw",), ("-prefer-256-bit",),
+                             "llvm.x86.avx512.pmaddubs.w.512", tag="pmadd", weight_limit=64,
+                             widen_intrinsic="llvm.x86.avx512.pmaddw.d.512")
+PMADD_256 = PairedDotProduct("avx2_pmaddubsw", "avx2", 8, ("avx2",), (), "llvm.x86.avx2.pmadd.ub.sw", tag="pmadd",
+                             weight_limit=64, widen_intrinsic="llvm.x86.avx2.pmadd.wd")
 
 # vdpbf16ps: two bf16 products per fp32 lane, accumulated in fp32 (Zen 4, Zen 5, Cooper Lake, Sapphire Rapids); the
 # 256-bit form on ymm registers needs AVX512VL too
@@ -143,7 +179,8 @@ BF16_256 = DotProduct("avx512_bf16_256", "avx2", 8, ("avx512_bf16", "avx512vl"),
 PRECISIONS = {
     "fp32": Precision("fp32", "float32", "float32", "float32", 1, tuple(FMA.values())),
     # u8 activations x s8 weights -> s32, as ONNX Runtime's and NNCF's QDQ models hold them
-    "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256), packs_weights=False, pads=False),
+    "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256, PMADD_512, PMADD_256),
+                      packs_weights=False, pads=False),
     # bf16 activations and weights (their bits in uint16) -> fp32
     "bf16": Precision("bf16", "uint16", "uint16", "float32", 2, (BF16_512, BF16_256), packs_weights=False,
                       pads=False, network_tolerance=2 ** -7),
@@ -163,12 +200,30 @@ def dot_product(precision: str, cpu) -> DotProduct | None:
     return next((d for d in get(precision).dots if d.runs_on(cpu)), None)
 
 
-def dot_for_isa(precision: str, isa: str) -> DotProduct:
-    """The instruction a `precision` microkernel of `isa` is written with (one per ISA)."""
+def dot_for_isa(precision: str, isa: str, tag: str = "") -> DotProduct:
+    """The instruction a `precision` microkernel of `isa` is written with: the ISA's first, or the one of that
+    `tag` (a microkernel's name for it, DotProduct.tag)."""
     found = [d for d in get(precision).dots if d.isa == isa]
     if not found:
         raise UnsupportedISAError(f"no {precision} microkernels for {isa}")
-    return found[0]
+    if not tag:
+        return found[0]
+    tagged = [d for d in found if d.tag == tag]
+    if not tagged:
+        raise UnsupportedISAError(f"no {precision} instruction tagged {tag!r} for {isa}")
+    return tagged[0]
+
+
+def tag_for(precision: str, cpu) -> str:
+    """The tag of the instruction `cpu` computes `precision` with, as its microkernels name it ("" for fp32 and
+    for each ISA's first instruction)."""
+    if precision == "fp32":
+        return ""
+    dot = require(precision, cpu)
+    return "" if dot is dot_for_isa(precision, dot.isa) else dot.tag
+
+
+TAGS = tuple(sorted({d.tag for p in PRECISIONS.values() for d in p.dots if d.tag}))
 
 
 def target_for(cpu, threads: int, precision: str):

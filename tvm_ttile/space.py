@@ -52,6 +52,7 @@ class Problem:
     batch: int = 1  # independent instances above the scheme's loops (a batch matmul's batch dimensions)
     halo: bool = False  # the function pads the input (a convolution's padding): where, a scheme's InPlace says
     precision: str = "fp32"  # what the microkernels multiply (precision.PRECISIONS)
+    dot: str = ""  # the tag of the instruction they multiply with (precision.tag_for: "" for the ISA's first)
 
     @property
     def in_place_borders(self) -> tuple:
@@ -86,7 +87,7 @@ class Problem:
         return REUSE[self.op]
 
     @classmethod
-    def from_operator(cls, operator, lanes: int, isa: str) -> "Problem":
+    def from_operator(cls, operator, lanes: int, isa: str, dot: str = "") -> "Problem":
         from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul, QConv2d, QMatmul
 
         if isinstance(operator, QConv2d):  # the channels in whole groups, as the function pads them
@@ -95,11 +96,11 @@ class Problem:
                      "r": operator.R, "s": operator.S}
             return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
                        kp - operator.K, halo=bool(any(operator.pads) or operator.padded_c() != operator.C),
-                       precision=operator.precision)
+                       precision=operator.precision, dot=dot)
         if isinstance(operator, QMatmul):  # the reduction in whole groups, as the function pads it
             np_ = -(-operator.N // lanes) * lanes
             return cls("matmul", (("i", operator.M), ("j", np_), ("k", operator.padded_k())), lanes, isa,
-                       vector_pad=np_ - operator.N, precision=operator.precision)
+                       vector_pad=np_ - operator.N, precision=operator.precision, dot=dot)
         if isinstance(operator, Conv1d):  # a conv2d of height 1 (its intrinsics read the 3-d buffers), per group
             g = operator.groups
             kg = operator.K // g
@@ -309,7 +310,7 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     unrolled = FAMILIES[problem.op]["unrolled_reduction"]
     red = specs[i - 1].n * (factors.get(unrolled, 1) if unrolled else 1)
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation,
-                            problem.precision, **factors)
+                            problem.precision, problem.dot, **factors)
 
 
 def vector_widths(kept: list, vector: str) -> set:

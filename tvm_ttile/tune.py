@@ -34,7 +34,7 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
                            prepare_logging, records_of)
 from .operators import run_against_reference
 from .progress import Progress
-from .precision import get as get_precision
+from .precision import get as get_precision, tag_for
 from .scheme import Scheme
 from .workdir import WorkDir, append_journal, claim, read_journal, work_key
 
@@ -119,6 +119,7 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
     ctx = Context.make(cpu=cpu, threads=threads, precision=operator.precision, settings=settings, seed=seed,
                        work_dir=work_dir or tempfile.mkdtemp(prefix="tvm_ttile_tune_"))
     cpu, work_dir, target = ctx.cpu, ctx.work_dir, ctx.target
+    operator = fit_weights(operator, ctx.dot)
     ctx.check_runs_here() if runner is None else None
     ctx.claim()  # before any measuring: refuse another CPU's (or precision's) work dir
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
@@ -131,7 +132,8 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         from .microkernels.catalog import catalog_for
         from .space import Problem
 
-        catalog = catalog_for(cpu, Problem.from_operator(operator, cpu.lanes, cpu.isa.name))
+        problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name, tag_for(operator.precision, cpu))
+        catalog = catalog_for(cpu, problem)
         kept, fallback = catalog.kept, catalog.ranked()
     search = TTileSearch(sampler=sampler, seed=seed, kept=kept, threads=threads, trial_log=trial_log,
                          fallback=fallback, sampler_options=sampler_options or {}, strategy=strategy,
@@ -142,6 +144,18 @@ def tune(operator, cpu=None, trials: int = 50, seed: int = 0, threads: int = 1, 
         trials_per_iter=trials_per_iter, progress=progress, verbose=verbose, builder=builder,
         label=f"tuning {operator.name or type(operator).__name__}", precision=ctx.precision)
     return _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, todo, threads)
+
+
+def fit_weights(operator, dot):
+    """`operator` with weights `dot` multiplies exactly: an int8 operator on a CPU without VNNI takes weights
+    within +-64 (its random ones drawn there, larger ones refused), said in a warning."""
+    limit = getattr(operator, "weight_limit", None)
+    if limit is None or not operator.kind.exact or dot.weight_limit >= limit:
+        return operator
+    logging.getLogger(__name__).warning("%s: %s sums products exactly only for |weight| <= %d: the weights are "
+                                        "taken within it", operator.name or type(operator).__name__, dot.name,
+                                        dot.weight_limit)
+    return dataclasses.replace(operator, weight_limit=dot.weight_limit)
 
 
 def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, sampler: str = "ttile",
@@ -164,7 +178,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     cpu_tensor_intrinsics_only()
     target = cpu.target(threads)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
-    problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name)
+    problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name, tag_for(operator.precision, cpu))
     catalog = catalog_for(cpu, problem)
     space = Space(problem, catalog.kept, catalog.ranked(), threads=threads)
     chooser = make_strategy("model", **(strategy_options or {}))
@@ -294,7 +308,7 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
     scheme = scheme_of_schedule(sch)
     from .space import Problem
 
-    batch = Problem.from_operator(operator, cpu.lanes, cpu.isa.name).batch
+    batch = Problem.from_operator(operator, cpu.lanes, cpu.isa.name, tag_for(operator.precision, cpu)).batch
     balance = Scheme.parse(scheme).parallel_balance(threads, batch) if scheme else {}
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme,
                       len(history), new_trials, seconds, verified, err, threads, failures, notes, balance, history,

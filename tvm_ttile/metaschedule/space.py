@@ -16,7 +16,7 @@ def ttile_problem(mod, target):
 
     cpu = from_target(target)
     try:
-        return problem_of(mod["main"], cpu.isa.name, cpu.lanes), None
+        return problem_of(mod["main"], cpu.isa.name, cpu.lanes, cpu), None
     except TTileError as e:
         return None, str(e)
 

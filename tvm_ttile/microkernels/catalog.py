@@ -17,6 +17,7 @@ from .. import cpu as cpu_mod
 from .. import limits
 from ..cache import measuring, read_json, write_json
 from ..errors import TTileError
+from ..precision import tag_for
 from .spec import FAMILIES, Microkernel
 
 DEFAULT_THRESHOLD = 0.80  # the paper keeps microkernels at >= 80% of peak
@@ -154,6 +155,8 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     settings = settings or MeasureSettings()
     red = family.measurement_red(cpu.isa, cpu.l1d_bytes, precision)
     cands = candidates if candidates is not None else family.candidates(op, cpu.isa, red, precision)
+    tag = tag_for(precision, cpu)  # (int8 on a CPU without VNNI: microkernels of its other instruction)
+    cands = [dataclasses.replace(mk, dot=tag) for mk in cands] if tag else cands
     cat = _cached(path, op, cpu, cands, threshold, rebuild, precision)[2]
     if cat is None:
         with measuring(path, f"the {op} microkernel catalog"):  # one process at a time

@@ -18,7 +18,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
 from ..errors import TTileError
-from ..precision import dot_for_isa
+from ..precision import get as get_precision
 from . import intrin_dot
 from .spec import Microkernel
 from .no_init import skip_init
@@ -247,7 +247,7 @@ def emit(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: bool = False):
     """emit_microkernel for a microkernel of any precision (a reduced one: intrin_dot.emit, with its ISA's
     dot-product instruction)."""
     if mk.precision in REDUCED_FORMS:
-        return REDUCED_FORMS[mk.precision].emit(mk, A, B, C, dot_for_isa(mk.precision, mk.isa), base, zero_start)
+        return REDUCED_FORMS[mk.precision].emit(mk, A, B, C, mk.instruction, base, zero_start)
     return emit_microkernel(mk, A, B, C, base, prefetch, zero_start)
 
 
@@ -354,12 +354,15 @@ def tile_problem(mk: Microkernel):
     from ..operators import Conv2d, Depthwise, Matmul, QConv2d, QMatmul
 
     u = dict(mk.unroll)
+    # (the weights its instruction multiplies exactly: int8 without VNNI takes |w| <= 64)
+    exact = mk.precision in REDUCED_FORMS and get_precision(mk.precision).exact
+    limit = {"weight_limit": mk.instruction.weight_limit} if exact else {}
     if mk.precision in REDUCED_FORMS and mk.op == "conv2d":
         return QConv2d(K=u["k"] * mk.lanes, C=mk.red, H=(u["h"] - 1) * mk.stride + (u["r"] - 1) * mk.dilation + 1,
                        W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=u["r"], S=u["s"],
-                       stride=mk.stride, dilation=mk.dilation, precision=mk.precision)
+                       stride=mk.stride, dilation=mk.dilation, precision=mk.precision, **limit)
     if mk.precision in REDUCED_FORMS:
-        return QMatmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red, precision=mk.precision)
+        return QMatmul(M=u["i"], N=u["j"] * mk.lanes, K=mk.red, precision=mk.precision, **limit)
     if mk.op == "depthwise":
         return Depthwise(C=u["k"] * mk.lanes, H=(u["h"] - 1) * mk.stride + (mk.red - 1) * mk.dilation + 1,
                          W=(u["w"] - 1) * mk.stride + (u["s"] - 1) * mk.dilation + 1, R=mk.red, S=u["s"],

@@ -14,7 +14,7 @@ import dataclasses
 import re
 
 from ..errors import RegisterPressureError, ShapeError, TTileError, check_positive
-from ..precision import PRECISIONS, get as get_precision
+from ..precision import PRECISIONS, TAGS, dot_for_isa, get as get_precision
 
 # Family order (outermost first) and which dimensions play which role.
 # "reduction": the dimension of the loop the intrinsic owns; "unrolled_reduction": a dimension unrolled inside
@@ -43,6 +43,7 @@ class Microkernel:
     stride: int = 1
     dilation: int = 1
     precision: str = "fp32"  # precision.PRECISIONS: what it multiplies; `red` counts reduction elements in any
+    dot: str = ""  # the instruction's tag (precision.DotProduct.tag), "" for its ISA's first
 
     def __post_init__(self):
         if self.op not in FAMILIES:
@@ -63,16 +64,24 @@ class Microkernel:
                                  f"{group}")
             if self.op == "conv2d" and self.get("c") != 1:  # (each step takes a whole group of channels)
                 raise TTileError(f"{self.precision} conv2d microkernels unroll no c, got {self.get('c')}")
+        if self.dot:
+            dot_for_isa(self.precision, self.isa, self.dot)  # (refuses a tag the precision has not on this ISA)
+
+    @property
+    def instruction(self):
+        """The precision.DotProduct of a reduced-precision microkernel."""
+        return dot_for_isa(self.precision, self.isa, self.dot)
 
     @classmethod
-    def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", **factors):
+    def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", dot="", **factors):
         dims = FAMILIES.get(op, {}).get("dims")
         if dims is None:
             raise TTileError(f"unknown microkernel op {op!r}; choose one of {sorted(FAMILIES)}")
         unknown = set(factors) - set(dims)
         if unknown:
             raise TTileError(f"{op} microkernels have no dimension(s) {sorted(unknown)}; they unroll {dims}")
-        return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation, precision)
+        return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation, precision,
+                   dot)
 
     def get(self, dim: str) -> int:
         return dict(self.unroll)[dim]
@@ -148,7 +157,7 @@ class Microkernel:
     def text(self) -> str:
         """Canonical text: parses back with `Microkernel.parse`."""
         extra = "" if (self.stride, self.dilation) == (1, 1) else f" stride={self.stride} dilation={self.dilation}"
-        kind = "" if self.precision == "fp32" else f":{self.precision}"
+        kind = "" if self.precision == "fp32" else f":{self.precision}" + (f".{self.dot}" if self.dot else "")
         return f"{self.op}/{self.isa}x{self.lanes}{kind} {self.scheme} red={self.red}{extra}"
 
     @property
@@ -156,27 +165,28 @@ class Microkernel:
         """Deterministic TensorIntrin name: same shape and ISA -> same name."""
         body = "_".join(f"{d}{f}" for d, f in self.unroll)
         extra = "" if (self.stride, self.dilation) == (1, 1) else f"_st{self.stride}_dl{self.dilation}"
-        kind = "" if self.precision == "fp32" else f"{self.precision}_"
+        kind = "" if self.precision == "fp32" else f"{self.precision}_" + (f"{self.dot}_" if self.dot else "")
         return f"ttile_{self.op}_{self.isa}x{self.lanes}_{kind}{body}_red{self.red}{extra}"
 
-    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+))? \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
+    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)? \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
 
     @classmethod
     def parse(cls, text: str) -> "Microkernel":
         m = cls._TEXT.match(text.strip())
         if not m:
             raise TTileError(f"not a microkernel text: {text!r}")
-        op, isa, lanes, precision, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, dot, body, red, st, dl = m.groups()
         factors = {}
         for item in re.findall(r"U\((\d+),(\w)\)", body):
             factors[item[1]] = int(item[0])
-        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", **factors)
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", dot or "",
+                      **factors)
         if mk.text != text.strip():
             raise TTileError(f"not a canonical microkernel text: {text!r} (canonical: {mk.text!r})")
         return mk
 
     _NAME = re.compile(r"^ttile_(\w+?)_(\w+)x(\d+)_(?:(" + "|".join(p for p in PRECISIONS if p != "fp32")
-                       + r")_)?((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
+                       + r")_)?(?:(" + "|".join(TAGS) + r")_)?((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
 
     @classmethod
     def from_name(cls, name: str) -> "Microkernel":
@@ -184,9 +194,10 @@ class Microkernel:
         m = cls._NAME.match(name)
         if not m:
             raise TTileError(f"not a tvm_ttile microkernel intrinsic name: {name!r}")
-        op, isa, lanes, precision, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, dot, body, red, st, dl = m.groups()
         factors = {item[0]: int(item[1:]) for item in body.strip("_").split("_")}
-        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", **factors)
+        mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", dot or "",
+                      **factors)
         if mk.name != name:
             raise TTileError(f"not a canonical microkernel intrinsic name: {name!r}")
         return mk

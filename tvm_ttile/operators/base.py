@@ -117,16 +117,16 @@ def _prim_func(operator, vector_lanes):
     return func.with_attr("layout_free_buffers", [1]) if operator.prepack else func
 
 
-def run_against_reference(operator, mod, target, seed: int = 7):
-    """Compile `mod` (the operator's function, scheduled), run it once on random inputs and return
-    (output, numpy reference). It does not compare them: tune.verify does."""
+def run_against_reference(operator, mod, target, seed: int = 7, inputs=None):
+    """Compile `mod` (the operator's function, scheduled), run it once on random inputs (or the given
+    (input, weights)) and return (output, numpy reference). It does not compare them: tune.verify does."""
     import tvm
 
     from .. import read_in_place
 
     read_in_place.install()  # the code tuning timed
     lib = tvm.compile(mod, target=target)
-    a, b = operator.random_inputs(seed=seed)
+    a, b = operator.random_inputs(seed=seed) if inputs is None else inputs
     ref = operator.reference(a, b)
     dev = tvm.cpu()
     # Every output element starts as what no kernel computes: NaN, or the most negative integer

@@ -18,8 +18,8 @@ from .. import bfloat16
 from ..errors import ShapeError, check_positive
 from .base import _Operator, _padded, conv2d_nhwc_reference, normalize_pad
 from .conv2d import Conv2d
-from .qmatmul import (QMatmul, bf16_values, check_float_input, check_grouped, input_dtype, pack_grouped,
-                      random_operands, weights_of)
+from .qmatmul import (QMatmul, bf16_values, check_float_input, check_grouped, check_weight_limit, input_dtype,
+                      pack_grouped, random_operands, weights_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,7 @@ class QConv2d(_Operator):
     precision: str = "int8"
     # bf16: the input arrives in fp32 and is rounded to bf16 in the kernel's input copy (a network's activations)
     float_input: bool = False
+    weight_limit: int = 128  # int8: the largest |weight| (as QMatmul's)
     prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
 
     def __post_init__(self):
@@ -50,6 +51,7 @@ class QConv2d(_Operator):
                        dilation=self.dilation, N=self.N)
         check_grouped(self)
         check_float_input(self)
+        check_weight_limit(self)
         if not 0 <= self.input_zero <= (255 if self.kind.exact else 0):
             raise ShapeError(f"the {self.precision} input's zero point must be in "
                              f"[0, {255 if self.kind.exact else 0}], got {self.input_zero}")
@@ -154,7 +156,7 @@ class QConv2d(_Operator):
         return out
 
     def random_inputs(self, seed: int = 0):
-        """(I, W): int8 uniform over the whole u8 and s8 ranges (the extremes included); bf16 normal values
+        """(I, W): int8 uniform over the whole u8 range and the weights' (the extremes included); bf16 normal values
         rounded to bf16; reproducible."""
         return random_operands(self, seed, (self.N, self.H, self.W, self.C), (self.R, self.S, self.C, self.K))
 

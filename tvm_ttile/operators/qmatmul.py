@@ -31,12 +31,16 @@ class QMatmul(_Operator):
     precision: str = "int8"
     # bf16: the input arrives in fp32 and is rounded to bf16 in the kernel's input copy (a network's activations)
     float_input: bool = False
+    # int8: the largest |weight| (64 on a CPU without VNNI, whose instruction sums only those exactly:
+    # precision.PairedDotProduct); random weights are drawn within it, and larger ones refused
+    weight_limit: int = 128
     prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
 
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
         check_grouped(self)
         check_float_input(self)
+        check_weight_limit(self)
 
     @property
     def flops(self) -> int:
@@ -108,7 +112,7 @@ class QMatmul(_Operator):
         return c
 
     def random_inputs(self, seed: int = 0):
-        """(A, W): int8 uniform over the whole u8 and s8 ranges (the extremes included); bf16 normal values
+        """(A, W): int8 uniform over the whole u8 range and the weights' (the extremes included); bf16 normal values
         rounded to bf16; reproducible."""
         return random_operands(self, seed, (self.M, self.K), (self.K, self.N))
 
@@ -130,6 +134,16 @@ def check_float_input(op) -> None:
         raise ShapeError(f"an {op.precision} {type(op).__name__} reads its input quantized: no float_input")
 
 
+def check_weight_limit(op) -> None:
+    if not 1 <= op.weight_limit <= 128 or (op.weight_limit != 128 and not op.kind.exact):
+        raise ShapeError(f"weight_limit must be in [1, 128] for int8 (128 for {op.precision}), got {op.weight_limit}")
+
+
+def weight_range(op) -> tuple:
+    """The smallest and largest weight `op` takes (int8: +-weight_limit, within s8)."""
+    return -op.weight_limit, min(op.weight_limit, 127)
+
+
 def input_dtype(op) -> str:
     return "float32" if op.float_input else op.kind.activation
 
@@ -147,14 +161,19 @@ def weights_of(op, w, shape) -> np.ndarray:
         return bfloat16.bits(w)
     if tuple(w.shape) != tuple(shape) or w.dtype != np.dtype(p.weight):
         raise ShapeError(f"{p.name} weights must be {p.weight} {list(shape)}, got {w.dtype} {list(w.shape)}")
+    lo, hi = weight_range(op)
+    if p.exact and w.size and (int(w.min()) < lo or int(w.max()) > hi):
+        raise ShapeError(f"{p.name} weights must be in [{lo}, {hi}] for this operator (weight_limit "
+                         f"{op.weight_limit}), got values in [{int(w.min())}, {int(w.max())}]")
     return w
 
 
 def random_operands(op, seed: int, input_shape, weight_shape):
     rng = np.random.default_rng(seed)
     if op.kind.exact:
+        lo, hi = weight_range(op)
         return (rng.integers(0, 256, input_shape, dtype=np.uint8),
-                rng.integers(-128, 128, weight_shape, dtype=np.int8))
+                rng.integers(lo, hi + 1, weight_shape, dtype=np.int8))
     x = rng.standard_normal(input_shape).astype(np.float32)
     return (x if op.float_input else bfloat16.bits(x)), bfloat16.bits(rng.standard_normal(weight_shape))
 

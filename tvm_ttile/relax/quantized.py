@@ -151,9 +151,21 @@ def _dequantized_const(mutator, expr):
 class _IntegerConv2d(relax.PyExprMutator):
     """A quantized conv2d as an int8 task and its fp32 rescaling (module doc, step 2)."""
 
-    def __init__(self, lanes: int, report: IntegerReport, mod=None):
+    def __init__(self, lanes: int, report: IntegerReport, dot=None, mod=None):
         super().__init__(mod)
-        self.lanes, self.report = lanes, report
+        self.lanes, self.report, self.dot = lanes, report, dot
+
+    @property
+    def _bits(self) -> int:
+        return 128 if self.dot is None else self.dot.weight_limit
+
+    def _unfit(self, w) -> str:
+        """Why the CPU's int8 instruction cannot multiply the s8 constant `w` exactly ("" when it can)."""
+        if self.dot is None or self.dot.weights_fit(w):
+            return ""
+        return (f"its weights reach |w| = {int(abs(w.astype(np.int64)).max())} and this CPU's int8 instruction "
+                f"({self.dot.name}, no VNNI) sums them exactly only up to {self.dot.weight_limit} (quantize with "
+                f"reduce_range=True)")
 
     def visit_call_(self, call):
         from ..operators import QConv2d
@@ -178,6 +190,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         weights = None
         if not why:
             weights, why = _weights(self, call.args[1])
+        if not why:
+            why = self._unfit(weights[0])
         if why:
             self.report.kept_fp32.append((name, why))
             return call
@@ -187,7 +201,7 @@ class _IntegerConv2d(relax.PyExprMutator):
         n, h, width, c = static_shape(q) or static_shape(call.args[0])
         r, s, _, k = w.shape
         op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
-                     dilation=int(a.dilation[0]), N=n, input_zero=zx)
+                     dilation=int(a.dilation[0]), N=n, input_zero=zx, weight_limit=self._bits)
         packed = relax.const(op.pack_weights(w, self.lanes), "int8")
         acc = self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
         compensation = zx * w.astype(np.int64).sum(axis=(0, 1, 2))
@@ -210,13 +224,15 @@ class _IntegerConv2d(relax.PyExprMutator):
         shape = static_shape(q) if not isinstance(q, relax.Call) else None
         if not why and shape is None:
             why = "its input's shape is not static"
+        if not why:
+            why = self._unfit(weights[0])
         if why:
             self.report.kept_fp32.append((f"matmul {shapes}", why))
             return call
         w, sw = weights
         k, n = w.shape
         rows = int(np.prod(shape[:-1]))
-        op = QMatmul(M=rows, N=n, K=k)
+        op = QMatmul(M=rows, N=n, K=k, weight_limit=self._bits)
         flat = q if len(shape) == 2 else self.builder_.emit(relax.op.reshape(q, (rows, k)))
         acc = self.builder_.call_te(op.compute, flat, relax.const(op.pack_weights(w, self.lanes), "int8"),
                                     primfunc_name_hint="qmatmul")
@@ -283,10 +299,11 @@ def as_elementwise(mod):
     return mutate_functions(mutate_functions(mod, _PoolOnIntegers), _QDQAsElementwise)
 
 
-def integer_products(mod, lanes: int) -> tuple:
-    """Step 2 of the module doc (conv2d and matmuls): after ConvertLayout. Returns (module, IntegerReport)."""
+def integer_products(mod, lanes: int, dot=None) -> tuple:
+    """Step 2 of the module doc (conv2d and matmuls): after ConvertLayout; `dot`: the CPU's int8 instruction
+    (precision.DotProduct), whose weights a layer's must fit to become int8. Returns (module, IntegerReport)."""
     report = IntegerReport()
-    return mutate_functions(mod, lambda m: _IntegerConv2d(lanes, report, m)), report
+    return mutate_functions(mod, lambda m: _IntegerConv2d(lanes, report, dot, m)), report
 
 
 def precision_of(mod) -> str:

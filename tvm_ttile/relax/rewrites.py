@@ -9,6 +9,7 @@ from tvm import relax
 from .. import cpu as cpu_mod
 from ..recognize import blocks
 from .bf16 import Bf16Report, bf16_products
+from ..precision import dot_product
 from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
 from .transposed import rewrite as rewrite_transposed
@@ -232,8 +233,9 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
         if isinstance(func, relax.Function):
             mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
     mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
-    lanes = (cpu or cpu_mod.detect_host()).lanes
-    mod, report = integer_products(mod, lanes)
+    cpu = cpu or cpu_mod.detect_host()
+    lanes = cpu.lanes
+    mod, report = integer_products(mod, lanes, dot_product("int8", cpu))
     if quantized_report is not None:
         quantized_report.integer += report.integer
         quantized_report.kept_fp32 += report.kept_fp32
