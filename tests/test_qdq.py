@@ -124,6 +124,14 @@ def test_qdq_convolutions_become_int8_tasks_and_match_onnxruntime_within_one_ste
     assert '"uint8"' in text and "float32(pad_temp" not in text
 
 
+def test_nodes_computed_in_fp32_on_dequantized_values_are_named(tmp_path):
+    """A residual Add (ONNX Runtime's QLinearAdd) reads two dequantized tensors: named, as a Softmax would be;
+    convolutions, pooling and the reshapes between them are not."""
+    assert quantized.float_nodes(_quantized(tmp_path, "residual")) == ["Add 'out_QuantizeLinear_Input'"]
+    assert quantized.float_nodes(_quantized(tmp_path, "pool")) == []
+    assert quantized.float_nodes(_quantized(tmp_path, "dense")) == []
+
+
 def test_a_depthwise_layer_stays_fp32_and_is_reported(tmp_path):
     model = _quantized(tmp_path, "depthwise")
     _, report, got, ref = _run_both(model)

@@ -85,6 +85,10 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 tasks: the CPU's int8 instruction (or one line)
     for layer, why in integer.kept_fp32 + bf16.kept_fp32:
         print(f"warning: {layer} stays fp32: {why}", file=sys.stderr)
+    floats = quantized.float_nodes(net.onnx_model) if integer.integer else []
+    if floats:
+        print(f"warning: {len(floats)} nodes of the quantized model compute in fp32 on dequantized values: "
+              f"{', '.join(floats)}", file=sys.stderr)
     start = time.time()
     tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
     wall = time.time() - start
@@ -115,7 +119,8 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
         "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
         "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
-        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32]},
+        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32],
+                 "float_nodes": floats},
         "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
     step = quantized.output_step(net.onnx_model) if integer.integer else None
     report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16",

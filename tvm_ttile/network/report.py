@@ -119,6 +119,9 @@ def format_report(r) -> str:
             f"{100 * v['equal']:.2f}% equal, at most {v['max_steps']:.2f} steps" for k, v in r["int8_agreement"].items())
             + f". {len(r['int8']['integer'])} conv2d / matmuls computed in int8"
             + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["int8"]["kept_fp32"]) + "."]
+        floats = r["int8"].get("float_nodes") or []
+        if floats:
+            lines += ["", f"Computed in fp32 on dequantized values ({len(floats)} nodes): " + ", ".join(floats) + "."]
     if (r.get("bf16") or {}).get("bf16"):
         lines += ["", f"bf16: {len(r['bf16']['bf16'])} conv2d / matmuls computed in bf16 (fp32 accumulation, "
                       "activations fp32 between layers)"

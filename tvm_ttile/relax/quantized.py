@@ -349,6 +349,28 @@ def output_step(onnx_model) -> float | None:
     return float(scale) if scale is not None and scale.size == 1 else None
 
 
+# The ONNX operators a QDQ model computes on integers here: conv2d and matmuls (int8 tasks, or reported in
+# IntegerReport.kept_fp32) and max pooling (on the u8 values between a dequantize and a quantize of one scale)
+INTEGER_OPS = ("Conv", "MatMul", "Gemm", "MaxPool")
+# Operators that move values without arithmetic: what they move is not computed, in any precision
+MOVING_OPS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Concat", "Split", "Gather",
+              "Identity", "QuantizeLinear", "DequantizeLinear")
+
+
+def float_nodes(onnx_model) -> list:
+    """The nodes of a QDQ ONNX model that compute in fp32 on dequantized activations (DequantizeLinear before
+    them, a QuantizeLinear usually after), as "OpType 'name'": what a user of ONNX Runtime's int8 may expect in
+    integers (its QLinearAdd, QLinearGlobalAveragePool, a Softmax between two quantized layers)."""
+    if onnx_model is None:
+        return []
+    graph = onnx_model.graph
+    constants = {i.name for i in graph.initializer}
+    constants |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] not in constants}
+    return [f"{n.op_type} '{n.name or n.output[0]}'" for n in graph.node
+            if n.op_type not in INTEGER_OPS + MOVING_OPS and any(i in dequantized for i in n.input)]
+
+
 def agreement(got, ref, step: float) -> dict:
     """How far `got` is from `ref` in quantization steps: the largest distance and the shares of elements equal
     and within one step."""
