@@ -178,27 +178,36 @@ def test_quantized_dense_and_token_matmuls_become_int8(tmp_path, kind):
     assert sum(t.policy == "tvm_ttile" for t in extract_tasks(mod)) == 2
 
 
-def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, small_catalog):
+@pytest.mark.parametrize("vnni", [True, False], ids=["host", "without_vnni"])
+def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, small_catalog, vnni):
+    """On the host's int8 instruction, and on a CPU without VNNI (the host's extensions taken away: vpmaddubsw,
+    the model quantized with reduce_range as such a CPU needs)."""
+    import dataclasses
+
     from tvm_ttile import cpu as cpu_mod
     from tvm_ttile import network as nw
-    from tvm_ttile.precision import dot_product
+    from tvm_ttile.metaschedule import register_intrinsics_in
+    from tvm_ttile.precision import dot_product, tag_for
 
-    host = cpu_mod.detect_host()
-    dot = dot_product("int8", host)
+    cpu = cpu_mod.detect_host()
+    cpu = cpu if vnni else dataclasses.replace(cpu, extensions=())
+    dot = dot_product("int8", cpu)
     if dot is None:
         pytest.skip("this CPU has no int8 instruction")
     from tvm.relax.frontend.onnx import from_onnx
 
-    # (a CPU without VNNI multiplies exactly only the weights of reduce_range)
     model = _quantized(tmp_path, "residual", seed=1, reduce_range=dot.weight_limit < 128)
-    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    mod = prepare(from_onnx(model, keep_params_in_input=False), cpu)
     assert quantized.precision_of(mod) == "int8"
     work = str(tmp_path / "net")
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False, cpu=cpu)
     ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert len(ours) == 3 and all(t.verified for t in ours)
+    # the microkernels are of the CPU's instruction: vpmaddubsw ones (named pmadd) exactly where it has no VNNI
+    int8 = [n for n in register_intrinsics_in(work) if "int8" in n]
+    assert int8 and all(("pmadd" in n) == bool(tag_for("int8", cpu)) for n in int8), int8
     x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
-    got = nw.run(nw.build_network(mod, work), x)
+    got = nw.run(nw.build_network(mod, work, cpu=cpu), x)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.abs(got - ref).max() <= _output_step(model) * (1.0 + 1e-4)
 
