@@ -212,6 +212,48 @@ def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, 
     assert np.abs(got - ref).max() <= _output_step(model) * (1.0 + 1e-4)
 
 
+def _dynamic_mlp(tmp_path):
+    """Two linear layers on [1, 50 tokens, 64] (bias, ReLU between), quantized as transformers usually are:
+    onnxruntime's quantize_dynamic (DynamicQuantizeLinear on the activations per inference, MatMulInteger)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.1, n)
+             for n, s in (("w1", (64, 96)), ("b1", (96,)), ("w2", (96, 32)))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+             helper.make_node("Relu", ["a1"], ["r1"]), helper.make_node("MatMul", ["r1", "w2"], ["out"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 50, 64))],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
+    fp32, int8 = tmp_path / "mlp.onnx", tmp_path / "mlp_dynamic.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), fp32)
+    quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
+    return onnx.load(int8)
+
+
+def test_dynamically_quantized_matmuls_become_int8_tasks_and_equal_onnxruntime(tmp_path, small_catalog):
+    """MatMulInteger by constant s8 weights (the activations' zero point a tensor computed per inference): int8
+    tasks with the elementwise ops after them fused, tuned, and equal to ONNX Runtime's output."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+
+    model = _dynamic_mlp(tmp_path)
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in model.graph.node}
+    report = quantized.IntegerReport()
+    mod = prepare(from_onnx(model, keep_params_in_input=False), quantized_report=report)
+    assert report.integer == ["matmul [1, 50, 64] x [64, 96]", "matmul [1, 50, 96] x [96, 32]"], report
+    tasks = extract_tasks(mod)
+    assert sorted(t.shape for t in tasks if t.policy == "tvm_ttile") == ["matmul i50,j32,k96", "matmul i50,j96,k64"]
+    fused = fuse(mod, tvm.target.Target({"kind": "llvm"}))
+    names = [gv.name_hint for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert any(n.startswith("fused_qmatmul") and "add" in n for n in names), names  # the bias fused in
+    work = str(tmp_path / "net")
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    assert all(t.verified for t in res.tasks if t.policy == "tvm_ttile")
+    x = np.random.default_rng(5).standard_normal((1, 50, 64)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work), x)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
 def test_agreement_with_the_fp32_model_counts_top1_and_relative_error():
     from tvm_ttile.network.fidelity import against_fp32
 

@@ -171,6 +171,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         from ..operators import QConv2d
 
         call = self.builder_.normalize(super().visit_call_(call))
+        if _op(call, "relax.matmul") and str(call.ty.dtype) == "int32":
+            return self._integer_matmul(call)
         if _op(call, "relax.matmul"):
             return self._matmul(call)
         if not _op(call, "relax.nn.conv2d"):
@@ -233,13 +235,86 @@ class _IntegerConv2d(relax.PyExprMutator):
         k, n = w.shape
         rows = int(np.prod(shape[:-1]))
         op = QMatmul(M=rows, N=n, K=k, weight_limit=self._bits)
-        flat = q if len(shape) == 2 else self.builder_.emit(relax.op.reshape(q, (rows, k)))
-        acc = self.builder_.call_te(op.compute, flat, relax.const(op.pack_weights(w, self.lanes), "int8"),
-                                    primfunc_name_hint="qmatmul")
+        acc = self._products(op, q, shape, w)
         self.report.integer.append(f"matmul {shapes}")
-        real = relax.op.multiply(relax.op.astype(relax.op.subtract(
+        return relax.op.multiply(relax.op.astype(relax.op.subtract(
             acc, _const(zx * w.astype(np.int64).sum(axis=0), "int32")), "float32"), _const(sx * sw, "float32"))
-        return real if len(shape) == 2 else relax.op.reshape(real, (*shape[:-1], n))
+
+    def _products(self, op, x, shape, weights):
+        """op (a QMatmul of x's rows) on x of `shape` [..., K] and the constant `weights` [K, N]: its int32 result
+        shaped [..., N] inside the task, so that the elementwise ops after it fuse into it (a reshape after the
+        task would cut them off); x's rows folded by a reshape before it (fused into x's producer)."""
+        lead = tuple(shape[:-1])
+        flat = x if len(shape) == 2 else self.builder_.emit(relax.op.reshape(x, (op.M, op.K)))
+        packed = relax.const(op.pack_weights(weights, self.lanes), "int8")
+        if len(shape) == 2:
+            return self.builder_.call_te(op.compute, flat, packed, primfunc_name_hint="qmatmul")
+        return self.builder_.call_te(lambda a, b: _unfolded(op.compute(a, b), lead), flat, packed,
+                                     primfunc_name_hint="qmatmul")
+
+
+    def _integer_matmul(self, call):
+        """ONNX's MatMulInteger as TVM imports it, (astype(x_u8) - astype(z_x)) @ (astype(W_s8) - astype(z_w)) in
+        int32, with a constant W, z_w = 0 and z_x any scalar (dynamic quantization's, computed per inference):
+        QMatmul on x (leading dimensions folded into rows) minus z_x x the columns' weight sums."""
+        from ..operators import QMatmul
+
+        x = _shifted(self, call.args[0])
+        w = _shifted(self, call.args[1])
+        shapes = " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+        why = ""
+        if x is None or str(x[0].ty.dtype) != "uint8":
+            return call  # not a product of quantized activations
+        if w is None or _value(self, w[0]) is None or str(w[0].ty.dtype) != "int8":
+            why = "its weights are not an int8 constant"
+        elif w[1] is not None and (_value(self, w[1]) is None or np.any(_value(self, w[1]) != 0)):
+            why = "its weights have a nonzero zero point"
+        shape = static_shape(x[0])
+        if not why and (shape is None or len(static_shape(w[0]) or ()) != 2):
+            why = "its input's shape is not static or its weights are not a matrix"
+        weights = _value(self, w[0]) if not why else None
+        if not why:
+            why = self._unfit(weights)
+        if why:
+            self.report.kept_fp32.append((f"matmul {shapes}", why))
+            return call
+        k, n = weights.shape
+        rows = int(np.prod(shape[:-1]))
+        op = QMatmul(M=rows, N=n, K=k, weight_limit=self._bits)
+        acc = self._products(op, x[0], shape, weights)
+        self.report.integer.append(f"matmul {shapes}")
+        if x[1] is not None:  # - z_x x sum_k W[k, j], z_x a tensor of the graph
+            sums = _const(weights.astype(np.int64).sum(axis=0), "int32")
+            acc = relax.op.subtract(acc, relax.op.multiply(relax.op.astype(x[1], "int32"), sums))
+        return acc
+
+
+def _unfolded(out, lead: tuple):
+    """A [rows, N] TE tensor as [*lead, N] (rows = the product of lead), a stage of its own function."""
+    from tvm import te
+
+    def at(*idx):
+        row = 0
+        for i, extent in zip(idx[:-1], lead):
+            row = row * extent + i
+        return out[row, idx[-1]]
+
+    return te.compute((*lead, int(out.shape[1])), at, name="C_unfold")
+
+
+def _shifted(mutator, expr):
+    """(q, z) when `expr` is astype(q, int32) - astype(z, int32) with a scalar z, (q, None) when it is
+    astype(q, int32); else None."""
+    expr = binding_of(mutator, expr)
+    zero = None
+    if _op(expr, "relax.subtract"):
+        z = binding_of(mutator, expr.args[1])
+        if not _op(z, "relax.astype") or (static_shape(z) or ()) != ():
+            return None
+        zero, expr = z.args[0], binding_of(mutator, expr.args[0])
+    if not _op(expr, "relax.astype"):
+        return None
+    return expr.args[0], zero
 
 
 def _matmul_weights(mutator, expr):
