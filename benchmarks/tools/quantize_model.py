@@ -4,6 +4,7 @@ per-channel s8 weights, u8 activations), calibrated on random inputs or on .npy 
     python benchmarks/tools/quantize_model.py resnet18 resnet18_int8.onnx            # a built-in model
     python benchmarks/tools/quantize_model.py model.onnx model_int8.onnx --calibration a.npy,b.npy
     python benchmarks/tools/quantize_model.py resnet18 r18_int8_rr.onnx --reduce-range   # a CPU without VNNI
+    python benchmarks/tools/quantize_model.py transformer tr_dyn.onnx --dynamic   # quantize_dynamic, as for BERT
     tvm-ttile tune-model resnet18_int8.onnx --libraries onnxruntime
 
 The calibration inputs decide the activation scales; random normal inputs give scales that are not a trained
@@ -22,11 +23,12 @@ import numpy as np
 def quantize(source: str, out: str, calibration=(), batches: int = 8, seed: int = 0, fmt: str = "QDQ",
              reduce_range: bool = False) -> str:
     """Write the quantized model of `source` (a built-in model name or an .onnx path) to `out` in `fmt` ("QDQ",
-    or "QOperator": QLinearConv, QLinearMatMul, ...); with `reduce_range`, weights within +-64 (what a CPU without
-    VNNI multiplies exactly: ONNX Runtime's advice for those CPUs, and what tvm_ttile's int8 needs there); returns
-    `out`."""
+    "QOperator": QLinearConv, QLinearMatMul, ...; or "dynamic": quantize_dynamic's MatMulInteger); with
+    `reduce_range`, weights within +-64 (what a CPU without VNNI multiplies exactly: ONNX Runtime's advice for those
+    CPUs, and what tvm_ttile's int8 needs there); returns `out`."""
     import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
 
     from tvm_ttile.models import zoo
 
@@ -55,6 +57,9 @@ def quantize(source: str, out: str, calibration=(), batches: int = 8, seed: int 
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = os.path.join(tmp, "fp32.onnx")
         onnx.save(model, fp32)
+        if fmt == "dynamic":  # activations quantized per inference (DynamicQuantizeLinear, MatMulInteger)
+            quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+            return out
         quantize_static(fp32, out, Reader(), quant_format=getattr(QuantFormat, fmt), per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
     return out
@@ -69,11 +74,14 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--format", choices=["QDQ", "QOperator"], default="QDQ",
                    help="QDQ (Quantize/DequantizeLinear pairs, the default) or QOperator (QLinearConv, ...)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="quantize_dynamic: activations quantized per inference (no calibration), as for transformers")
     p.add_argument("--reduce-range", action="store_true",
                    help="weights within +-64 (7 bits): what a CPU without VNNI multiplies exactly")
     args = p.parse_args(argv)
     files = [f for f in args.calibration.split(",") if f]
-    print(quantize(args.model, args.out, files, args.batches, args.seed, args.format, args.reduce_range))
+    fmt = "dynamic" if args.dynamic else args.format
+    print(quantize(args.model, args.out, files, args.batches, args.seed, fmt, args.reduce_range))
     return 0
 
 
