@@ -123,7 +123,11 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
                  "float_nodes": floats},
         "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
     step = quantized.output_step(net.onnx_model) if integer.integer else None
-    report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16",
+    # bf16: the libraries compute in other precisions; dynamic int8 (no output step): an activation quantized per
+    # inference rounds one step apart where the fp32 values before it differ in their last bits (a softmax, a
+    # LayerNorm computed otherwise), so the libraries are reported beside it, not held to its tolerance
+    own = ctx.precision == "bf16" or (bool(integer.integer) and not step)
+    report.update(accuracy(outputs, tuned, step, own_build_only=own,
                            tolerance=get_precision(ctx.precision).network_tolerance))
     if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
         report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
