@@ -101,7 +101,8 @@ def test_no_vnni_matmul_microkernels_match_an_exact_integer_reference(unroll):
 
 
 @needs_x86
-@pytest.mark.parametrize("unroll,stride", [(dict(w=6, k=2), 1), (dict(w=4, h=2, k=1, r=3, s=3), 2), (dict(w=14, k=1), 1)])
+@pytest.mark.parametrize("unroll,stride", [(dict(w=6, k=2), 1), (dict(w=4, h=2, k=1, r=3, s=3), 2),
+                                           (dict(w=14, k=1), 1)])
 def test_no_vnni_conv2d_microkernels_match_an_exact_integer_reference(unroll, stride):
     for model in MODELS:
         mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8",

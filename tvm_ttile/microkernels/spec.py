@@ -168,7 +168,8 @@ class Microkernel:
         kind = "" if self.precision == "fp32" else f"{self.precision}_" + (f"{self.dot}_" if self.dot else "")
         return f"ttile_{self.op}_{self.isa}x{self.lanes}_{kind}{body}_red{self.red}{extra}"
 
-    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)? \[(.*)\] red=(\d+)(?: stride=(\d+) dilation=(\d+))?$")
+    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)? \[(.*)\] red=(\d+)"
+                       r"(?: stride=(\d+) dilation=(\d+))?$")
 
     @classmethod
     def parse(cls, text: str) -> "Microkernel":
