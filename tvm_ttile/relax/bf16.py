@@ -16,6 +16,7 @@ import tvm
 from tvm import relax
 
 from .bindings import binding_of, mutate_functions, static_shape
+from .rows import folded_task
 
 
 @dataclasses.dataclass
@@ -93,11 +94,10 @@ class _Bf16Products(relax.PyExprMutator):
         k, n = w.shape
         rows = int(np.prod(shape[:-1]))
         op = QMatmul(M=rows, N=n, K=k, precision="bf16", float_input=True)
-        x = call.args[0] if len(shape) == 2 else self.builder_.emit(relax.op.reshape(call.args[0], (rows, k)))
-        out = self.builder_.call_te(op.compute, x, relax.const(op.pack_weights(w, self.lanes), "uint16"),
-                                    primfunc_name_hint="bf16_matmul")
+        out = folded_task(self.builder_, op.compute, call.args[0], shape,
+                          relax.const(op.pack_weights(w, self.lanes), "uint16"), "bf16_matmul")
         self.report.bf16.append(name)
-        return out if len(shape) == 2 else relax.op.reshape(out, (*shape[:-1], n))
+        return out
 
 
 def bf16_products(mod, lanes: int, report: Bf16Report):

@@ -24,6 +24,7 @@ import tvm
 from tvm import relax
 
 from .bindings import binding_of, mutate_functions, static_shape
+from .rows import folded_task
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
@@ -242,16 +243,9 @@ class _IntegerConv2d(relax.PyExprMutator):
 
     def _products(self, op, x, shape, weights):
         """op (a QMatmul of x's rows) on x of `shape` [..., K] and the constant `weights` [K, N]: its int32 result
-        shaped [..., N] inside the task, so that the elementwise ops after it fuse into it (a reshape after the
-        task would cut them off); x's rows folded by a reshape before it (fused into x's producer)."""
-        lead = tuple(shape[:-1])
-        flat = x if len(shape) == 2 else self.builder_.emit(relax.op.reshape(x, (op.M, op.K)))
+        shaped [..., N] (rows.folded_task: the elementwise ops after it fuse into it)."""
         packed = relax.const(op.pack_weights(weights, self.lanes), "int8")
-        if len(shape) == 2:
-            return self.builder_.call_te(op.compute, flat, packed, primfunc_name_hint="qmatmul")
-        return self.builder_.call_te(lambda a, b: _unfolded(op.compute(a, b), lead), flat, packed,
-                                     primfunc_name_hint="qmatmul")
-
+        return folded_task(self.builder_, op.compute, x, shape, packed, "qmatmul")
 
     def _integer_matmul(self, call):
         """ONNX's MatMulInteger as TVM imports it, (astype(x_u8) - astype(z_x)) @ (astype(W_s8) - astype(z_w)) in
@@ -287,19 +281,6 @@ class _IntegerConv2d(relax.PyExprMutator):
             sums = _const(weights.astype(np.int64).sum(axis=0), "int32")
             acc = relax.op.subtract(acc, relax.op.multiply(relax.op.astype(x[1], "int32"), sums))
         return acc
-
-
-def _unfolded(out, lead: tuple):
-    """A [rows, N] TE tensor as [*lead, N] (rows = the product of lead), a stage of its own function."""
-    from tvm import te
-
-    def at(*idx):
-        row = 0
-        for i, extent in zip(idx[:-1], lead):
-            row = row * extent + i
-        return out[row, idx[-1]]
-
-    return te.compute((*lead, int(out.shape[1])), at, name="C_unfold")
 
 
 def _shifted(mutator, expr):

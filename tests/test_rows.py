@@ -1,0 +1,73 @@
+"""Matmuls on N-d activations by constant weights (ConvNeXt's and ViT's linear layers): 2-d tvm_ttile tasks over
+the folded rows, the epilogue after them (bias, GELU) fused into the task, equal to ONNX Runtime untuned and tuned;
+leading dimensions of any number, transposed weights, odd and prime token counts."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import tvm  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tvm import relax  # noqa: E402
+
+from tvm_ttile.relax import extract_tasks, prepare  # noqa: E402
+from tvm_ttile.relax.tasks import fuse  # noqa: E402
+
+
+def _linear(shape, n, transposed, seed=0):
+    """x[shape] @ W (stored [n, K] and transposed in the graph when `transposed`, as torch's Linear exports) + b,
+    then GELU as erf writes it: 0.5 a (1 + erf(a / sqrt 2))."""
+    rng = np.random.default_rng(seed)
+    k = shape[-1]
+    w = (rng.standard_normal((n, k) if transposed else (k, n)) * 0.1).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array(2 ** -0.5, np.float32), "r"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0])] if transposed else []
+    nodes += [helper.make_node("MatMul", ["x", "wt" if transposed else "w"], ["m"]),
+              helper.make_node("Add", ["m", "b"], ["a"]), helper.make_node("Mul", ["a", "r"], ["s"]),
+              helper.make_node("Erf", ["s"], ["e"]), helper.make_node("Add", ["e", "one"], ["e1"]),
+              helper.make_node("Mul", ["a", "e1"], ["g"]), helper.make_node("Mul", ["g", "half"], ["out"])]
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+CASES = [((1, 7, 7, 32), 48, False), ((1, 13, 64), 32, True), ((2, 5, 3, 16), 16, False)]
+
+
+@pytest.mark.parametrize("shape,n,transposed", CASES)
+def test_matmuls_on_nd_activations_are_tvm_ttile_tasks_with_their_epilogue(shape, n, transposed):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = _linear(shape, n, transposed)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    rows = int(np.prod(shape[:-1]))
+    ours = [t.shape for t in extract_tasks(mod) if t.policy == "tvm_ttile"]
+    assert ours == [f"matmul i{rows},j{n},k{shape[-1]}"], ours
+    fused = fuse(mod, tvm.target.Target({"kind": "llvm"}))
+    names = [gv.name_hint for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert any("matmul" in name and "erf" in name for name in names), names  # GELU fused into the task
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_tuned_network_of_nd_linear_layers_matches(tmp_path, small_catalog):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+
+    model = _linear((1, 13, 64), 32, True)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    work = str(tmp_path / "net")
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
+    assert len(ours) == 1 and ours[0].verified and ours[0].trials
+    x = np.random.default_rng(2).standard_normal((1, 13, 64)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work), x)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
