@@ -27,7 +27,7 @@ for model in ${MODELS:-resnet18 resnet50 mobilenet_v2}; do
     name="${model}_int8${format/QDQ/}_${threads}thread"
     cmd=(tvm-ttile tune-model "$q" --libraries onnxruntime,openvino --fp32-model "$fp32" --strategy "${STRATEGY:-ttile}"
          --threads "$threads" --work-dir "$work/$name")
-    "${cmd[@]}"
+    "${cmd[@]}" || echo "tune-model exited with $? (its report says why); the report is kept"
     { echo "Command: \`$0\` with MODELS=$model THREADS=$threads FORMAT=$format, i.e. \`${cmd[*]}\`"; echo;
       cat "$work/$name/report.md"; } > "$out/$name.md"
     cp "$work/$name/report.json" "$out/$name.json"

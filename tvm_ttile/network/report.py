@@ -109,9 +109,10 @@ def format_report(r) -> str:
     allowed = (f"one quantization step, {r['allowed_error']:.3g}" if r.get("int8_agreement")
                else f"tolerance {r['tolerance']:g} x {r['output_scale']:.3g}")
     if r.get("held_to", "all") != "all":
-        allowed += (f"; held to {r['held_to']} only, the others "
-                    + ("round activations quantized per inference on their own fp32 values"
-                       if (r.get("int8") or {}).get("integer") else "compute in other precisions"))
+        why = ("compute in other precisions" if not (r.get("int8") or {}).get("integer")
+               else "round their int8 their own way" if r.get("int8_agreement")
+               else "round activations quantized per inference on their own fp32 values")
+        allowed += f"; held to {r['held_to']} only, the others {why}"
     lines += ["", f"Outputs (max abs difference; {allowed}): " +
               ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_error"].items()) +
               (" - all agree." if r["correct"] else " - MISMATCH.")]
