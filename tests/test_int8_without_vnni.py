@@ -178,6 +178,19 @@ def test_tuning_int8_without_vnni_takes_weights_within_64_and_verifies_exactly(t
     assert "avx" in caplog.text and "|weight| <= 64" in caplog.text
 
 
+def test_the_no_vnni_peak_kernel_multiplies_in_its_loop():
+    """Compiled only: with loop-invariant operands LLVM would hoist vpmaddubsw and vpmaddwd out of the peak's loop
+    and time the adds alone (a peak twice VNNI's was measured so): one of each per chain must stay in the loop."""
+    import tvm
+
+    from tvm_ttile.precision import get as get_precision
+
+    cpu = cpu_mod.CPUModel(name="skylake", isa=cpu_mod.get_isa("avx512"), flags=("avx512f", "avx512bw"))
+    func = cpu_mod._peak_primfunc(16, 24, 100, 1, PMADD_512, get_precision("int8"))
+    asm = tvm.compile(tvm.IRModule({"fma_peak": func}), target=cpu.target(1, PMADD_512.mattr)).mod.inspect_source("asm")
+    assert asm.count("vpmaddubsw") >= 24 and asm.count("vpmaddwd") >= 24
+
+
 @needs_x86
 def test_the_no_vnni_peak_is_measured_on_its_instruction():
     peak = cpu_mod.measure_peak(MODELS[0], repeat=1, precision="int8")

@@ -289,7 +289,7 @@ def _peak_primfunc(lanes: int, n_acc: int, iters: int, threads: int = 1, dot=Non
                         else:
                             weights = tir.reinterpret(f"{precision.weight}x{precision.group * lanes}",
                                                       X.vload([lanes], vec))
-                            step = dot.step(acc[i], X[0], weights)
+                            step = dot.step(acc[i], X[0], dot.peak_operand(weights, acc[i]))
                         T.buffer_store(acc, step, [i])
                 for i in range(n_acc):
                     T.buffer_store(O, acc[i], [tir.Ramp(t * width + i * lanes, 1, lanes)])
