@@ -41,6 +41,8 @@ VARIANTS = tuple(Variant(axis, place) for axis in ("output", "input")
 
 
 def _last_index_var(region):
+    if not region.region:  # a scalar (a reduction of a whole tensor: dynamic quantization's max and min)
+        return None
     index = region.region[-1].min
     return index if isinstance(index, tirx.Var) else None
 
