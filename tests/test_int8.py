@@ -235,6 +235,11 @@ def test_int8_conv2d_microkernels_match_an_exact_integer_reference(unroll, strid
     models = _int8_isas()
     if not models:
         pytest.skip("this CPU has no int8 dot-product instruction")
+    conv2d_microkernels_match(models, unroll, stride)
+
+
+def conv2d_microkernels_match(models, unroll, stride) -> None:
+    """Each CPU model's int8 conv2d microkernel of `unroll` (its instruction's) against the integer reference."""
     for model in models:
         mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8",
                               dot=tag_for("int8", model), **unroll)

@@ -104,14 +104,9 @@ def test_no_vnni_matmul_microkernels_match_an_exact_integer_reference(unroll):
 @pytest.mark.parametrize("unroll,stride", [(dict(w=6, k=2), 1), (dict(w=4, h=2, k=1, r=3, s=3), 2),
                                            (dict(w=14, k=1), 1)])
 def test_no_vnni_conv2d_microkernels_match_an_exact_integer_reference(unroll, stride):
-    for model in MODELS:
-        mk = Microkernel.make("conv2d", model.isa.name, model.lanes, 32, stride, precision="int8",
-                              dot=tag_for("int8", model), **unroll)
-        if mk.output_registers + mk.weight_vectors > model.vector_registers:
-            continue
-        target = Context.make(cpu=model, precision="int8").target
-        got, ref = run_against_reference(intrin.tile_problem(mk), intrin.tensorized_tile(mk), target, seed=5)
-        assert np.array_equal(got, ref), mk.text
+    from test_int8 import conv2d_microkernels_match
+
+    conv2d_microkernels_match(MODELS, unroll, stride)
 
 
 @needs_x86
