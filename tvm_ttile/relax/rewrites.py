@@ -12,6 +12,7 @@ from .bf16 import Bf16Report, bf16_products
 from ..precision import dot_product
 from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
+from .padded_products import pad_columns
 from .rows import fold_rows
 from .transposed import rewrite as rewrite_transposed
 
@@ -247,6 +248,8 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     if precision == "bf16":
         mod = bf16_products(mod, lanes, bf16_report if bf16_report is not None else Bf16Report())
     mod = fold_rows(mod)  # fp32 matmuls on N-d activations: 2-d ones over folded rows
+    if whole_vectors:
+        mod = pad_columns(mod, lanes)  # attention's Q K^T at 197 tokens: columns padded inside the task
     if input_layout_in_conv:
         mod = mutate_functions(mod, _InputLayoutIntoConv)
     # the slices that the next elementwise op moved past, and the permutes now read by nothing, are dead:

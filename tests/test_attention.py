@@ -1,0 +1,107 @@
+"""Attention at the token counts real models have (197, 50, a prime): Q K^T, whose output columns are the tokens,
+is a tvm_ttile task that pads them to whole vectors inside the function (relax/padded_products.py), with K^T
+written either way a model exports it; the scale after it fused; outputs equal to ONNX Runtime untuned and tuned;
+batch dimensions broadcast."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import tvm  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tvm import relax  # noqa: E402
+
+from tvm_ttile.cpu import detect_host  # noqa: E402
+from tvm_ttile.relax import extract_tasks, prepare  # noqa: E402
+from tvm_ttile.relax.padded_products import padded_product  # noqa: E402
+from tvm_ttile.relax.tasks import fuse  # noqa: E402
+
+HEADS, HEAD = 2, 16
+
+
+def _attention(tokens: int, k_transposed_in_graph: bool, seed=0):
+    """Self-attention of x[1, tokens, 32] with 2 heads of 16: Q, K, V projections, heads split by Reshape +
+    Transpose, MatMul(Q, K^T) scaled by 1/4, Softmax, MatMul(P, V), heads merged. K^T is a Transpose of K
+    [1, h, t, e] after the split (as torch exports `q @ k.transpose(-2, -1)`) or the split's own transpose to
+    [1, h, e, t]."""
+    rng = np.random.default_rng(seed)
+    d = HEADS * HEAD
+    inits = [numpy_helper.from_array((rng.standard_normal((d, d)) * 0.2).astype(np.float32), f"w{n}") for n in "qkv"]
+    inits += [numpy_helper.from_array(np.array([1, tokens, HEADS, HEAD], np.int64), "split"),
+              numpy_helper.from_array(np.array([1, tokens, d], np.int64), "merge"),
+              numpy_helper.from_array(np.array(HEAD ** -0.5, np.float32), "scale")]
+    nodes = []
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}0"]),
+                  helper.make_node("Reshape", [f"{n}0", "split"], [f"{n}1"])]
+    nodes += [helper.make_node("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+              helper.make_node("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3])]
+    if k_transposed_in_graph:
+        nodes += [helper.make_node("Transpose", ["k1"], ["k"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])]
+    else:
+        nodes += [helper.make_node("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1])]
+    nodes += [helper.make_node("MatMul", ["q", "kt"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"]),
+              helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["c0"]),
+              helper.make_node("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["c1", "merge"], ["out"])]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, tokens, d))],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _ort(model, x):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("tokens,k_in_graph", [(197, True), (13, False), (50, True)])
+def test_attention_scores_at_odd_token_counts_are_tvm_ttile_tasks(tokens, k_in_graph):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = _attention(tokens, k_in_graph)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    lanes = detect_host().lanes
+    padded = -(-tokens // lanes) * lanes
+    ours = [t.shape for t in extract_tasks(mod) if t.policy == "tvm_ttile"]
+    assert f"matmul i{tokens},j{padded},k{HEAD} x{HEADS}" in ours, ours  # Q K^T, padded to whole vectors
+    assert f"matmul i{tokens},j{HEAD},k{tokens} x{HEADS}" in ours, ours  # P V
+    fused = fuse(mod, tvm.target.Target({"kind": "llvm"}))
+    names = [gv.name_hint for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert any("matmul" in name and "multiply" in name for name in names), names  # the scale fused into Q K^T
+    x = np.random.default_rng(1).standard_normal((1, tokens, HEADS * HEAD)).astype(np.float32)
+    got = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = _ort(model, x)
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_padded_product_broadcasts_batch_dimensions_and_reads_a_transposed_operand():
+    from tvm import te
+
+    rng = np.random.default_rng(3)
+    for a_shape, b_shape, transposed in [((2, 3, 5, 8), (3, 8, 7), False), ((1, 5, 8), (2, 3, 7, 8), True),
+                                         ((2, 1, 5, 8), (1, 3, 8, 7), False)]:
+        a, b = te.placeholder(a_shape, name="a"), te.placeholder(b_shape, name="b")
+        c = padded_product(a, b, 7, 16, transposed)
+        f = tvm.compile(te.create_prim_func([a, b, c]), target="llvm")
+        x, y = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+        ref = x @ (np.swapaxes(y, -1, -2) if transposed else y)
+        out = tvm.runtime.tensor(np.zeros(ref.shape, np.float32))
+        f(tvm.runtime.tensor(x), tvm.runtime.tensor(y), out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tuned_attention_at_197_tokens_matches(tmp_path, small_catalog):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+
+    model = _attention(197, True)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    scores = [t for t in res.tasks if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]  # Q K^T, P V
+    assert len(scores) == 2 and all(t.verified and t.trials for t in scores), [(t.shape, t.verified) for t in scores]
+    x = np.random.default_rng(2).standard_normal((1, 197, HEADS * HEAD)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
+    ref = _ort(model, x)
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()

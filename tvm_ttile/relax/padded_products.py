@@ -1,0 +1,91 @@
+"""(Relax) Products of two activations whose output columns are not whole vectors - attention's Q K^T at 197, 50
+or 77 tokens - as tasks that pad the columns inside the function.
+
+The right operand is copied with its columns padded to whole vectors (`B_pad`, the last column repeated so no
+read leaves the tensor; a transposed operand, K^T written as a permute of K, is read through the same copy), the
+product runs on whole vectors, and the task's last stage drops the extra columns (`C_unpad`), so the scale or mask
+after it still fuses in. The copy and the extra columns are part of the task's timed cost, as for the operators'
+`vector_lanes` padding (operators/matmul.py).
+"""
+from __future__ import annotations
+
+import tvm
+from tvm import relax, te
+
+from .bindings import binding_of, mutate_functions, static_shape
+
+# Padding may add at most this share of the columns (197 -> 208 adds 6%, 10 -> 16 would add 60%).
+MAX_PADDING = 0.5
+
+
+def _padded(n: int, lanes: int) -> int:
+    return -(-n // lanes) * lanes
+
+
+def _swapped_last(call) -> bool:
+    """Whether `call` is a permute_dims exchanging the last two axes and keeping the others."""
+    if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.permute_dims"):
+        return False
+    axes = [int(a) for a in call.attrs.axes] if call.attrs.axes is not None else None
+    rank = len(static_shape(call) or ())
+    return axes is not None and rank >= 2 and axes == list(range(rank - 2)) + [rank - 1, rank - 2]
+
+
+def padded_product(a, b, n: int, padded: int, transposed: bool):
+    """TE: a[..., M, K] @ B[..., K, N] on broadcast batch dimensions, B = b (or b[..., N, K] transposed), with
+    N padded to `padded` columns in a copy and the result [..., M, N]."""
+    a_dims, b_dims = len(a.shape) - 2, len(b.shape) - 2
+    rank = max(a_dims, b_dims)
+    lead = [[1] * (rank - len(s)) + [int(d) for d in s] for s in (a.shape[:-2], b.shape[:-2])]
+    batch = [max(x, y) for x, y in zip(*lead)]
+    m, k_len = int(a.shape[-2]), int(a.shape[-1])
+
+    def take(dims, shape, idx):  # a broadcast operand's own batch indices from the output's
+        own = idx[rank - dims:]
+        return [0 if int(e) == 1 and batch[rank - dims + i] != 1 else v for i, (v, e) in enumerate(zip(own, shape))]
+
+    last = n - 1
+    if transposed:
+        b_pad = te.compute((*batch, k_len, padded), lambda *i: b[(*take(b_dims, b.shape[:-2], i[:-2]),
+                                                                   te.min(i[-1], last), i[-2])], name="B_pad")
+    else:
+        b_pad = te.compute((*batch, k_len, padded), lambda *i: b[(*take(b_dims, b.shape[:-2], i[:-2]), i[-2],
+                                                                   te.min(i[-1], last))], name="B_pad")
+    k = te.reduce_axis((0, k_len), name="k")
+    c = te.compute((*batch, m, padded), lambda *i: te.sum(a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2], k)]
+                                                          * b_pad[(*i[:-2], k, i[-1])], axis=k), name="matmul")
+    return te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
+
+
+@relax.expr_functor.mutator
+class _PaddedColumns(relax.PyExprMutator):
+    """fp32 matmul of two activations (3+ dimensions, static shapes) whose N is not whole vectors of `lanes`."""
+
+    def __init__(self, lanes: int, mod=None):
+        super().__init__(mod)
+        self.lanes = lanes
+
+    def visit_call_(self, call):
+        call = self.builder_.normalize(super().visit_call_(call))
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.matmul"):
+            return call
+        a, b = call.args
+        shapes = [static_shape(e) for e in (a, b, call)]
+        if any(s is None or len(s) < 3 for s in shapes[:2]) or shapes[2] is None \
+                or any(str(e.ty.dtype) != "float32" for e in (a, b, call)) \
+                or any(isinstance(binding_of(self, e), tvm.ir.expr.Constant) for e in (a, b)):
+            return call
+        n = shapes[2][-1]
+        padded = _padded(n, self.lanes)
+        if padded == n or padded - n > MAX_PADDING * n:
+            return call
+        source = binding_of(self, b)
+        transposed = _swapped_last(source)
+        operand = source.args[0] if transposed else b
+        return self.builder_.call_te(lambda x, y: padded_product(x, y, n, padded, transposed), a, operand,
+                                     primfunc_name_hint="matmul")
+
+
+def pad_columns(mod, lanes: int):
+    """The module doc's rewrite of every such matmul in `mod`."""
+    return mutate_functions(mod, lambda m: _PaddedColumns(lanes, m))
