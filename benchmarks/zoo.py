@@ -5,7 +5,8 @@
     python benchmarks/zoo.py shufflenet_v2_x1_0 --precision bf16 --libraries openvino,onnxruntime --out DIR
 
 Models are torchvision's definitions with seeded random weights (benchmarks/tools/torchvision_onnx.py: needs torch
-and torchvision, `pip install 'tvm-ttile[libs]' torchvision`; only the definitions are used). Per model the report
+and torchvision, `pip install 'tvm-ttile[libs]' torchvision`; only the definitions are used), or a `transformers`
+encoder stack (bert_base, bert_large: benchmarks/tools/transformers_onnx.py, `pip install transformers`). Per model the report
 of tune-model lands in OUT/<model>_<precision>_<T>thread.{md,json}; models and work dirs in OUT/work (resumable:
 a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table and zoo_*.png the plot.
 """
@@ -21,12 +22,16 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools"))
 
 
-def _export(model: str, work: str) -> str:
-    from torchvision_onnx import export
+def _export(model: str, work: str, tokens: int) -> str:
+    import transformers_onnx
+    import torchvision_onnx
 
     path = os.path.join(work, f"{model}.onnx")
     if not os.path.isfile(path):
-        export(model, path)
+        if model in transformers_onnx.ENCODERS:
+            transformers_onnx.export(model, path, tokens)
+        else:
+            torchvision_onnx.export(model, path)
     return path
 
 
@@ -102,6 +107,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="+", help="torchvision model names (convnext_tiny, vit_b_16, shufflenet_v2_x1_0, ...)")
     p.add_argument("--out", required=True, help="results directory (work/ under it holds models and databases)")
+    p.add_argument("--tokens", type=int, default=128, help="sequence length of a transformers encoder (bert_base)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--trials", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
@@ -116,7 +122,7 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     rows = []
     for model in args.models:
-        path = _export(model, work)
+        path = _export(model, work, args.tokens)
         share = shares(path, work)
         rows.append((model, share, _tune(path, f"{model}_{args.precision}_{args.threads}thread", args, work)))
     systems = ["tvm_ttile"] + [s for s in (["metaschedule"] if args.metaschedule_trials else [])
