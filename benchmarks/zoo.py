@@ -8,7 +8,8 @@ Models are torchvision's definitions with seeded random weights (benchmarks/tool
 and torchvision, `pip install 'tvm-ttile[libs]' torchvision`; only the definitions are used), or a `transformers`
 encoder stack (bert_base, bert_large: benchmarks/tools/transformers_onnx.py, `pip install transformers`). Per model the report
 of tune-model lands in OUT/<model>_<precision>_<T>thread.{md,json}; models and work dirs in OUT/work (resumable:
-a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table and zoo_*.png the plot.
+a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table of every model reported in
+OUT at that precision and thread count, and zoo_*.png the plot.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _export(model: str, work: str, tokens: int) -> str:
     return path
 
 
-def _tune(path: str, name: str, args, work: str) -> dict:
+def _tune(path: str, name: str, args, work: str, share: dict) -> dict:
     cmd = ["tvm-ttile", "tune-model", path, "--precision", args.precision, "--threads", str(args.threads),
            "--trials-per-task", str(args.trials), "--other-trials", str(args.other_trials),
            "--work-dir", os.path.join(work, name)]
@@ -56,6 +57,7 @@ def _tune(path: str, name: str, args, work: str) -> dict:
         text = f.read()
     result["command"] = shlex.join(cmd)
     result["exit"] = code
+    result["flop_share"] = {"gflop": share["gflop"], "tvm_ttile": share["tvm_ttile"], "tasks": share["tasks"]}
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write(f"Command: `{shlex.join(sys.argv)}`, i.e. `{shlex.join(cmd)}` (exit {code})\n\n{text}")
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
@@ -67,7 +69,8 @@ def _table(rows: list, systems: list) -> str:
     head = "| model | GFLOP | tvm_ttile's share | " + " | ".join(f"{s} ms (IQR)" for s in systems)
     head += " | " + " | ".join(f"vs {s}" for s in systems[1:]) + " | outputs |"
     lines = [head, "|---|---:|---:|" + "---:|" * (2 * len(systems) - 1) + "---|"]
-    for model, share, rep in rows:
+    for model, rep in rows:
+        share = rep["flop_share"]
         lat = rep.get("latency") or {}
         cells = [f"{lat[s]['median_ms']:.2f} ({lat[s]['iqr_ms']:.2f})" if s in lat else "-" for s in systems]
         ours = lat.get("tvm_ttile", {}).get("median_ms")
@@ -88,14 +91,14 @@ def _plot(rows: list, systems: list, path: str, title: str) -> None:
     width = 0.8 / len(systems)
     for i, s in enumerate(systems):
         xs, ys = [], []
-        for j, (_, _, rep) in enumerate(rows):
+        for j, (_, rep) in enumerate(rows):
             lat = rep.get("latency") or {}
             if s in lat and "tvm_ttile" in lat:
                 xs.append(j + i * width)
                 ys.append(lat["tvm_ttile"]["median_ms"] / lat[s]["median_ms"])
         ax.bar(xs, ys, width, label=s)
     ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))], [m for m, _, _ in rows])
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))], [m for m, _ in rows])
     ax.set_ylabel("tvm_ttile latency / system's")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
@@ -120,15 +123,25 @@ def main(argv=None) -> int:
 
     work = os.path.join(args.out, "work")
     os.makedirs(work, exist_ok=True)
-    rows = []
+    suffix = f"_{args.precision}_{args.threads}thread"
     for model in args.models:
         path = _export(model, work, args.tokens)
-        share = shares(path, work)
-        rows.append((model, share, _tune(path, f"{model}_{args.precision}_{args.threads}thread", args, work)))
+        _tune(path, f"{model}{suffix}", args, work, shares(path, work))
+    # the table holds every model of this precision and thread count in OUT, earlier runs' too
+    rows = []
+    for name in sorted(os.listdir(args.out)):
+        if name.endswith(f"{suffix}.json"):
+            with open(os.path.join(args.out, name)) as f:
+                rep = json.load(f)
+            model = name[:-len(suffix) - 5]
+            if "flop_share" not in rep and os.path.isfile(os.path.join(work, f"{model}.onnx")):
+                rep["flop_share"] = shares(os.path.join(work, f"{model}.onnx"), work)  # a report from before
+            if "flop_share" in rep:
+                rows.append((model, rep))
     systems = ["tvm_ttile"] + [s for s in (["metaschedule"] if args.metaschedule_trials else [])
                                + args.libraries.split(",") if s]
     tag = f"zoo_{args.precision}_{args.threads}thread"
-    machine = rows[0][2].get("machine", {})
+    machine = rows[-1][1].get("machine", {})
     text = (f"Command: `{shlex.join(sys.argv)}`\n\nMachine: {machine.get('cpu')} ({machine.get('isa')}), "
             f"{args.threads} thread(s), precision {args.precision}; each system in its own process, medians of "
             f"3 rounds x 5 repeats (per-model reports beside this file).\n\n" + _table(rows, systems))
