@@ -121,6 +121,73 @@ def _schedule_block(sch, block, variant: Variant, lanes: int, threads: int) -> b
     return True
 
 
+#: Name of the schedule that computes a row-wise function (LayerNorm, softmax: every block over the same rows,
+#: reducing or mapping their last axis) one row at a time, each block's last axis in whole vectors.
+ROWS = "rows"
+
+
+def _is_reduction(sch, block) -> bool:
+    return any(iv.iter_type == tirx.IterVar.CommReduce for iv in sch.get(block).iter_vars)
+
+
+def _partial_sums(sch, block, lanes: int):
+    """A reduction along the row (before any compute_at: rfactor refuses after one) as `lanes` partial sums over
+    whole vectors plus the block that adds them up; the partial-sum block, or None when not whole vectors."""
+    inner = sch.get_loops(block)[-1]
+    extent = int(sch.get(inner).extent)
+    if extent % lanes or extent == lanes:
+        return None
+    rank = len(sch.get(block).writes[0].region)
+    return sch.rfactor(sch.split(inner, [None, lanes])[1], rank)  # the lanes last in the partial sums' buffer
+
+
+def _lane_first(sch, block, loops) -> tuple:
+    """(the loop bound to the partial-sum block's data-parallel lane, the one bound to its reduction)."""
+    realize = sch.get(loops[-1]).body
+    kinds = {}
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        for lp in loops:
+            if value.same_as(sch.get(lp).loop_var):
+                kinds[iv.iter_type == tirx.IterVar.DataPar] = lp
+    return kinds[True], kinds[False]
+
+
+def _rows(sch, lanes: int, threads: int) -> bool:
+    """The ROWS schedule of the function in `sch`; False when its blocks do not all share the output's rows."""
+    root = sch.get_sblock("root")
+    blocks = sch.get_child_blocks(root)
+    if len(blocks) < 2:
+        return False
+    rows = [int(sch.get(lp).extent) for lp in sch.get_loops(blocks[-1])[:-1]]
+    if not rows:
+        return False
+    for b in blocks[:-1]:  # each producer: the same leading loops, then one loop along the row or none (a mean)
+        extents = [int(sch.get(lp).extent) for lp in sch.get_loops(b)]
+        if extents[:-1] != rows and extents != rows:
+            return False
+    partial = [p for p in (_partial_sums(sch, b, lanes) for b in blocks[:-1]
+                           if len(sch.get_loops(b)) > len(rows) and _is_reduction(sch, b)) if p is not None]
+    partial_names = {sch.get(p).name_hint for p in partial}
+    out_loops = sch.get_loops(blocks[-1])
+    row = sch.fuse(*out_loops[:-1]) if len(out_loops) > 2 else out_loops[0]
+    for b in reversed(sch.get_child_blocks(root)[:-1]):
+        sch.compute_at(b, row)
+    if threads > 1:
+        sch.parallel(row)
+    for b in sch.get_child_blocks(row):
+        loops = sch.get_loops(b)[1:]  # under the row
+        if not loops:
+            continue
+        if sch.get(b).name_hint in partial_names:  # the lanes as one vector accumulator, innermost
+            lane, outer = _lane_first(sch, b, loops)
+            sch.reorder(outer, lane)
+            sch.vectorize(lane)
+            sch.vectorize(sch.get_loops(sch.decompose_reduction(b, outer))[-1])
+        elif not _is_reduction(sch, b) and int(sch.get(loops[-1]).extent) % lanes == 0:
+            sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
+    return True
+
+
 def schedules(mod, lanes: int, threads: int = 1) -> list:
     """[(variant name, Schedule)] of `mod`'s memory-bound schedules (producers such as padding inlined, every
     remaining block vectorized along its contiguous axis), each distinct one once, after the function as written
@@ -151,6 +218,13 @@ def schedules(mod, lanes: int, threads: int = 1) -> list:
         seen.add(key)
         sch.annotate(root, MARK, variant.name)
         out.append((variant.name, sch))
+    sch = tvm.s_tir.Schedule(mod)
+    try:
+        if _rows(sch, lanes, threads) and structural_hash(sch.mod) not in seen:
+            sch.annotate(sch.get_sblock("root"), MARK, ROWS)
+            out.append((ROWS, sch))
+    except tvm.s_tir.ScheduleError:
+        pass
     return out
 
 
