@@ -79,10 +79,11 @@ def test_padded_product_broadcasts_batch_dimensions_and_reads_a_transposed_opera
     from tvm import te
 
     rng = np.random.default_rng(3)
-    for a_shape, b_shape, transposed in [((2, 3, 5, 8), (3, 8, 7), False), ((1, 5, 8), (2, 3, 7, 8), True),
-                                         ((2, 1, 5, 8), (1, 3, 8, 7), False)]:
+    for a_shape, b_shape, transposed, padded in [((2, 3, 5, 8), (3, 8, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16),
+                                                 ((2, 1, 5, 8), (1, 3, 8, 7), False, 16), ((1, 5, 8), (3, 8, 7), False, 7),
+                                                 ((3, 5, 8), (3, 7, 8), True, 7)]:
         a, b = te.placeholder(a_shape, name="a"), te.placeholder(b_shape, name="b")
-        c = padded_product(a, b, 7, 16, transposed)
+        c = padded_product(a, b, 7, padded, transposed)
         f = tvm.compile(te.create_prim_func([a, b, c]), target="llvm")
         x, y = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
         ref = x @ (np.swapaxes(y, -1, -2) if transposed else y)
@@ -105,3 +106,31 @@ def test_a_tuned_attention_at_197_tokens_matches(tmp_path, small_catalog):
     got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
     ref = _ort(model, x)
     assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def _broadcast_batch():
+    """x[2, 3, 16, 32] @ s[3, 32, 16], s = x's first sample transposed: batch dimensions that broadcast."""
+    nodes = [helper.make_node("Slice", ["x", "zero", "one", "zero"], ["x0"]),
+             helper.make_node("Squeeze", ["x0", "zero"], ["x1"]),
+             helper.make_node("Transpose", ["x1"], ["s"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["x", "s"], ["out"])]
+    inits = [numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([1], np.int64), "one")]
+    graph = helper.make_graph(nodes, "broadcast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 16, 32))],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_a_batch_matmul_with_broadcast_batch_dimensions_is_tuned_and_matches(tmp_path, small_catalog):
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+
+    model = _broadcast_batch()
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
+    assert [t.shape for t in ours] == ["matmul i16,j16,k32 x6"] and ours[0].verified and ours[0].trials
+    x = np.random.default_rng(4).standard_normal((2, 3, 16, 32)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
+    ref = _ort(model, x)
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()

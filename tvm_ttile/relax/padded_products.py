@@ -1,5 +1,6 @@
 """(Relax) Products of two activations whose output columns are not whole vectors - attention's Q K^T at 197, 50
-or 77 tokens - as tasks that pad the columns inside the function.
+or 77 tokens - as tasks that pad the columns inside the function; and batch matmuls whose batch dimensions
+broadcast, written with the broadcast in their indices (TVM's own form of them is not read as a batch matmul).
 
 The right operand is copied with its columns padded to whole vectors (`B_pad`, the last column repeated so no
 read leaves the tensor; a transposed operand, K^T written as a permute of K, is read through the same copy), the
@@ -32,8 +33,8 @@ def _swapped_last(call) -> bool:
 
 
 def padded_product(a, b, n: int, padded: int, transposed: bool):
-    """TE: a[..., M, K] @ B[..., K, N] on broadcast batch dimensions, B = b (or b[..., N, K] transposed), with
-    N padded to `padded` columns in a copy and the result [..., M, N]."""
+    """TE: a[..., M, K] @ B[..., K, N] on broadcast batch dimensions, B = b (or b[..., N, K] transposed), the result
+    [..., M, N]. With N padded to `padded` columns, or B transposed, B is first copied in [..., K, padded]."""
     a_dims, b_dims = len(a.shape) - 2, len(b.shape) - 2
     rank = max(a_dims, b_dims)
     lead = [[1] * (rank - len(s)) + [int(d) for d in s] for s in (a.shape[:-2], b.shape[:-2])]
@@ -44,22 +45,31 @@ def padded_product(a, b, n: int, padded: int, transposed: bool):
         own = idx[rank - dims:]
         return [0 if int(e) == 1 and batch[rank - dims + i] != 1 else v for i, (v, e) in enumerate(zip(own, shape))]
 
-    last = n - 1
-    if transposed:
-        b_pad = te.compute((*batch, k_len, padded), lambda *i: b[(*take(b_dims, b.shape[:-2], i[:-2]),
-                                                                   te.min(i[-1], last), i[-2])], name="B_pad")
+    def b_at(idx, kk, j):
+        return b[(*take(b_dims, b.shape[:-2], idx), j, kk)] if transposed else b[(*take(b_dims, b.shape[:-2], idx), kk, j)]
+
+    # a batch matmul's operands hold every batch iterator (recognize.py): a broadcast one is copied whole
+    if padded == n and not transposed and lead[1] == batch:
+        rhs = lambda idx, kk, j: b_at(idx, kk, j)  # noqa: E731
     else:
-        b_pad = te.compute((*batch, k_len, padded), lambda *i: b[(*take(b_dims, b.shape[:-2], i[:-2]), i[-2],
-                                                                   te.min(i[-1], last))], name="B_pad")
+        b_pad = te.compute((*batch, k_len, padded), lambda *i: b_at(i[:-2], i[-2], te.min(i[-1], n - 1)), name="B_pad")
+        rhs = lambda idx, kk, j: b_pad[(*idx, kk, j)]  # noqa: E731
+    if lead[0] == batch:
+        lhs = lambda idx, i, kk: a[(*take(a_dims, a.shape[:-2], idx), i, kk)]  # noqa: E731
+    else:
+        a_full = te.compute((*batch, m, k_len), lambda *i: a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2], i[-1])],
+                            name="A_broadcast")
+        lhs = lambda idx, i, kk: a_full[(*idx, i, kk)]  # noqa: E731
     k = te.reduce_axis((0, k_len), name="k")
-    c = te.compute((*batch, m, padded), lambda *i: te.sum(a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2], k)]
-                                                          * b_pad[(*i[:-2], k, i[-1])], axis=k), name="matmul")
-    return te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
+    c = te.compute((*batch, m, padded), lambda *i: te.sum(lhs(i[:-2], i[-2], k) * rhs(i[:-2], k, i[-1]), axis=k),
+                   name="matmul")
+    return c if padded == n else te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
 
 
 @relax.expr_functor.mutator
 class _PaddedColumns(relax.PyExprMutator):
-    """fp32 matmul of two activations (3+ dimensions, static shapes) whose N is not whole vectors of `lanes`."""
+    """fp32 matmul of two activations (3+ dimensions, static shapes) whose N is not whole vectors of `lanes`, or
+    whose batch dimensions differ."""
 
     def __init__(self, lanes: int, mod=None):
         super().__init__(mod)
@@ -77,7 +87,10 @@ class _PaddedColumns(relax.PyExprMutator):
             return call
         n = shapes[2][-1]
         padded = _padded(n, self.lanes)
-        if padded == n or padded - n > MAX_PADDING * n:
+        if padded - n > MAX_PADDING * n:
+            padded = n
+        broadcast = list(shapes[0][:-2]) != list(shapes[1][:-2])  # TVM's form of it is not read as a batch matmul
+        if padded == n and not broadcast:
             return call
         source = binding_of(self, b)
         transposed = _swapped_last(source)
