@@ -6,7 +6,8 @@
 
 Models are torchvision's definitions with seeded random weights (benchmarks/tools/torchvision_onnx.py: needs torch
 and torchvision, `pip install 'tvm-ttile[libs]' torchvision`; only the definitions are used), or a `transformers`
-encoder stack (bert_base, bert_large: benchmarks/tools/transformers_onnx.py, `pip install transformers`). Per model the report
+encoder stack (bert_base, bert_large: benchmarks/tools/transformers_onnx.py, `pip install transformers`). Per model
+the report
 of tune-model lands in OUT/<model>_<precision>_<T>thread.{md,json}; models and work dirs in OUT/work (resumable:
 a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table of every model reported in
 OUT at that precision and thread count, and zoo_*.png the plot.
@@ -108,7 +109,8 @@ def _plot(rows: list, systems: list, path: str, title: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("models", nargs="+", help="torchvision model names (convnext_tiny, vit_b_16, shufflenet_v2_x1_0, ...)")
+    p.add_argument("models", nargs="+",
+                   help="torchvision model names (convnext_tiny, vit_b_16, shufflenet_v2_x1_0, ...) or bert_base")
     p.add_argument("--out", required=True, help="results directory (work/ under it holds models and databases)")
     p.add_argument("--tokens", type=int, default=128, help="sequence length of a transformers encoder (bert_base)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"))

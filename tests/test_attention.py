@@ -46,7 +46,8 @@ def _attention(tokens: int, k_transposed_in_graph: bool, seed=0):
               helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["c0"]),
               helper.make_node("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
               helper.make_node("Reshape", ["c1", "merge"], ["out"])]
-    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, tokens, d))],
+    graph = helper.make_graph(nodes, "attention",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, tokens, d))],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
@@ -79,9 +80,9 @@ def test_padded_product_broadcasts_batch_dimensions_and_reads_a_transposed_opera
     from tvm import te
 
     rng = np.random.default_rng(3)
-    for a_shape, b_shape, transposed, padded in [((2, 3, 5, 8), (3, 8, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16),
-                                                 ((2, 1, 5, 8), (1, 3, 8, 7), False, 16), ((1, 5, 8), (3, 8, 7), False, 7),
-                                                 ((3, 5, 8), (3, 7, 8), True, 7)]:
+    cases = [((2, 3, 5, 8), (3, 8, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16),
+             ((2, 1, 5, 8), (1, 3, 8, 7), False, 16), ((1, 5, 8), (3, 8, 7), False, 7), ((3, 5, 8), (3, 7, 8), True, 7)]
+    for a_shape, b_shape, transposed, padded in cases:
         a, b = te.placeholder(a_shape, name="a"), te.placeholder(b_shape, name="b")
         c = padded_product(a, b, 7, padded, transposed)
         f = tvm.compile(te.create_prim_func([a, b, c]), target="llvm")
@@ -114,8 +115,9 @@ def _broadcast_batch():
              helper.make_node("Squeeze", ["x0", "zero"], ["x1"]),
              helper.make_node("Transpose", ["x1"], ["s"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["x", "s"], ["out"])]
-    inits = [numpy_helper.from_array(np.array([0], np.int64), "zero"), numpy_helper.from_array(np.array([1], np.int64), "one")]
-    graph = helper.make_graph(nodes, "broadcast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 16, 32))],
+    inits = [numpy_helper.from_array(np.array([v], np.int64), name) for v, name in ((0, "zero"), (1, "one"))]
+    graph = helper.make_graph(nodes, "broadcast",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 16, 32))],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 

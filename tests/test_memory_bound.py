@@ -1,5 +1,5 @@
-"""memory_bound.py: the schedules of pooling, means, transposes, LayerNorm and softmax compute what the function as written does,
-at 1 and 2 threads; a function it cannot read keeps only the function as written; inside a network they are
+"""memory_bound.py: the schedules of pooling, means, transposes, LayerNorm and softmax compute what the function
+as written does, at 1 and 2 threads; a function it cannot read keeps only the function as written; inside a network they are
 measured once beside MetaSchedule's search and never again on a resume."""
 import json
 

@@ -46,7 +46,8 @@ def padded_product(a, b, n: int, padded: int, transposed: bool):
         return [0 if int(e) == 1 and batch[rank - dims + i] != 1 else v for i, (v, e) in enumerate(zip(own, shape))]
 
     def b_at(idx, kk, j):
-        return b[(*take(b_dims, b.shape[:-2], idx), j, kk)] if transposed else b[(*take(b_dims, b.shape[:-2], idx), kk, j)]
+        own = take(b_dims, b.shape[:-2], idx)
+        return b[(*own, j, kk)] if transposed else b[(*own, kk, j)]
 
     # a batch matmul's operands hold every batch iterator (recognize.py): a broadcast one is copied whole
     if padded == n and not transposed and lead[1] == batch:
