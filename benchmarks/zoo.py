@@ -7,10 +7,9 @@
 Models are torchvision's definitions with seeded random weights (benchmarks/tools/torchvision_onnx.py: needs torch
 and torchvision, `pip install 'tvm-ttile[libs]' torchvision`; only the definitions are used), or a `transformers`
 encoder stack (bert_base, bert_large: benchmarks/tools/transformers_onnx.py, `pip install transformers`). Per model
-the report
-of tune-model lands in OUT/<model>_<precision>_<T>thread.{md,json}; models and work dirs in OUT/work (resumable:
-a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table of every model reported in
-OUT at that precision and thread count, and zoo_*.png the plot.
+tune-model's report lands in OUT/<model>_<precision>_<T>thread.{md,json}; models and work dirs in OUT/work
+(resumable: a rerun only builds and times again); OUT/zoo_<precision>_<T>thread.md holds the table of every model
+reported in OUT at that precision and thread count, and zoo_*.png the plot.
 """
 from __future__ import annotations
 
