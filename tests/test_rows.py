@@ -71,3 +71,62 @@ def test_a_tuned_network_of_nd_linear_layers_matches(tmp_path, small_catalog):
     got = nw.run(nw.build_network(mod, work), x)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_an_epilogue_moves_only_into_a_tile_of_rows_that_is_a_box_of_the_unfolded_dimensions():
+    """Rows folded from [1, 6, 8]: a tile of 6 rows spans two of the 8-row lines, and TVM's region for the
+    epilogue moved into it would reach rows the tile has not computed (wrong outputs, as ConvNeXt-T's first build
+    had). It stays after the loop nest, reported; a tile of 16 rows (two whole lines) keeps it fused."""
+    from tvm_ttile.cpu import detect_host
+    from tvm_ttile.lowering import lower, problem_of
+    from tvm_ttile.network import verify_against_untuned
+    from tvm_ttile.scheme import Scheme
+    from tvm.relax.frontend.onnx import from_onnx
+
+    cpu = detect_host()
+    model = _linear((1, 6, 8, 32), cpu.lanes, False)
+    mod = prepare(from_onnx(model, keep_params_in_input=False), cpu)
+    (task,) = [t for t in extract_tasks(mod) if t.policy == "tvm_ttile"]
+    problem = problem_of(task.mod["main"], cpu.isa.name, cpu.lanes, cpu)
+    target = tvm.target.Target({"kind": "llvm"})
+    for text, fused in [("[T(8,i),T(32,k),U(6,i),V(j)]", False), ("[T(3,i),T(2,i),T(32,k),U(8,i),V(j)]", True)]:
+        low = lower(problem, Scheme.parse(text), task.mod["main"])
+        ok, err = verify_against_untuned(task.mod, low.sch.mod, target)
+        assert ok, (text, err)
+        assert any("left unfused" in n for n in low.notes) != fused, (text, low.notes)
+
+
+@pytest.mark.parametrize("failing", [1, 100])
+def test_a_record_that_fails_its_check_is_not_built(tmp_path, small_catalog, monkeypatch, failing):
+    """The fastest record failing its check against the untuned function (here made to fail: the first
+    `failing` checks) is reported, and the build runs the next one that passes, or the function as written."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.network import tune as network_tune
+
+    real, calls = network_tune.verify_against_untuned, []
+
+    def flaky(mod, tuned, target):
+        calls.append(1)
+        return (False, 1.0) if len(calls) <= failing else real(mod, tuned, target)
+
+    model = _linear((1, 13, 64), 32, True)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    work = str(tmp_path / "net")
+    monkeypatch.setattr(network_tune, "verify_against_untuned", flaky)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
+    (ours,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
+    assert not ours.verified
+    said = " ".join(ours.notes)
+    assert ("record no. 2" in said) if failing == 1 else ("function as written" in said), said
+    from tvm_ttile.metaschedule import open_database, records_of
+    from tvm_ttile.network.build import verified_database
+
+    (record,) = verified_database(work).get_all_tuning_records()  # what the build puts first
+    second = records_of(open_database(work), record.workload.mod)[1].trace
+    assert str(record.trace) == (str(second) if failing == 1 else str(tvm.s_tir.schedule.Trace([], {})))
+    x = np.random.default_rng(2).standard_normal((1, 13, 64)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work), x)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()

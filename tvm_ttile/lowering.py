@@ -153,7 +153,7 @@ def lower(problem: Problem, scheme: Scheme, func, *, threads: int = 1, prepack: 
     region = _Region.of(problem, scheme, packed, prefetch, options.zero_start, one_d)
     outer, keys, inner, init_loop = _tile(sch, block, problem, scheme, region)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
-    notes += _epilogue(sch, block, outer, REDUCTION[op], keys)
+    notes += _epilogue(sch, block, outer, REDUCTION[op], keys, problem.size)
     copy_at = options.copy_at or _default_copy_at(sch, block, problem, options, outer[npar:], keys[npar:])
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:],
@@ -409,10 +409,12 @@ def _spatial_prefix(outer_loops, keys, red_dims):
     return prefix
 
 
-def _epilogue(sch, block, outer_loops, red_dims, keys) -> list:
+def _epilogue(sch, block, outer_loops, red_dims, keys, size=None) -> list:
     """Keep elementwise consumers (bias, residual add, ReLU, leaky ReLU = max(x, a*x), unpadding) fused at the
     innermost all-spatial loop: intermediate stages are inlined into their consumers until only the last
-    ones read the operator's block, and those move into the loop."""
+    ones read the operator's block, and those move into the loop. A consumer that gives folded rows their
+    shape back (relax/rows.py: rows = the product of its leading extents) moves only into a loop whose tile of
+    rows is a box of those dimensions; elsewhere TVM's region would reach rows the tile has not computed."""
     notes = []
     while True:
         pending = [c for c in sch.get_consumers(block) if sch.get_consumers(c)]
@@ -425,11 +427,48 @@ def _epilogue(sch, block, outer_loops, red_dims, keys) -> list:
             break
     prefix = _spatial_prefix(outer_loops, keys, red_dims)
     for consumer in sch.get_consumers(block) if prefix else []:
+        lead = _unfolded_rows(sch, block, consumer)
+        at = len(prefix) - 1
+        while lead and at >= 0 and not _rows_box(_rows_under(keys, outer_loops, sch, at, size), lead):
+            at -= 1
+        if at < 0:
+            notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: no tile of rows is a box of "
+                         f"{list(lead)}")
+            continue
         try:
-            sch.reverse_compute_at(consumer, prefix[-1])
+            sch.reverse_compute_at(consumer, prefix[at])
         except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
             notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
     return notes
+
+
+def _unfolded_rows(sch, block, consumer) -> tuple:
+    """The leading extents of a consumer whose iterators outnumber the block's output dimensions (its rows
+    unfolded into them), else ()."""
+    rank = len(sch.get(block).writes[0].region)
+    extents = [int(iv.dom.extent) for iv in sch.get(consumer).iter_vars]
+    return tuple(extents[:-1]) if len(extents) > rank else ()
+
+
+def _rows_under(keys, outer_loops, sch, at: int, size) -> int:
+    """Rows (dimension i) one iteration of outer loop `at` covers: i's extent over its loops at or above it."""
+    rows = int(size["i"]) if size else 0
+    for (d, _), lp in zip(keys[:at + 1], outer_loops[:at + 1]):
+        if d == "i":
+            rows //= int(sch.get(lp).extent)
+    return rows
+
+
+def _rows_box(rows: int, lead: tuple) -> bool:
+    """Whether every aligned run of `rows` consecutive folded rows is a box of the dimensions `lead`: a multiple of
+    the innermost dimensions' product that divides it times the next one (any run, along the outermost)."""
+    lead = [e for e in lead if e != 1]
+    inner = 1
+    for depth, extent in enumerate(reversed(lead)):
+        if rows and rows % inner == 0 and (depth == len(lead) - 1 or (inner * extent) % rows == 0):
+            return True
+        inner *= extent
+    return bool(rows) and rows % inner == 0
 
 
 def _parallel(sch, outer_loops, keys, red_dims) -> list:

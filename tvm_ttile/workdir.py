@@ -38,6 +38,8 @@ class WorkDir:
     TASKS, METASCHEDULE, AUTOMCL_DENSE = "tasks", "metaschedule", "automcl"
     WINOGRAD = "winograd.json"  # {layer: {"m": m or 0, "direct_ms": ..., "winograd_ms": {m: ...}}}
     IN_NETWORK, IN_NETWORK_LOG = "in_network", "in_network.jsonl"
+    # Per task whose fastest record failed its check: the fastest verified one, or the function as written
+    VERIFIED = "verified"
     AUTOMCL_PARTIAL = "automcl_partial.json"  # per compute: its measured configurations, as each compute finishes
 
     def file(self, name: str) -> str:
@@ -58,6 +60,7 @@ class WorkDir:
     winograd = property(lambda self: self.file(self.WINOGRAD))
     in_network = property(lambda self: self.file(self.IN_NETWORK))
     in_network_log = property(lambda self: self.file(self.IN_NETWORK_LOG))
+    verified = property(lambda self: self.file(self.VERIFIED))
     automcl_partial = property(lambda self: self.file(self.AUTOMCL_PARTIAL))
 
     def task(self, index: int, name: str) -> str:

@@ -15,6 +15,7 @@ from .. import bfloat16, read_in_place
 from .. import winograd as wg
 from ..automcl.network import apply_dense
 from ..metaschedule import open_database
+from ..workdir import WorkDir
 from ..relax import fuse_passes, quantized
 from .in_network import picks_database
 
@@ -54,6 +55,15 @@ def _random_argument(rng, shape, dtype: str):
     return bfloat16.bits(values) if dtype == "uint16" else values.astype(dtype)
 
 
+def verified_database(work_dir: str):
+    """The work dir's `verified` database (network.tune: records replacing ones that failed their check), or
+    None."""
+    path = WorkDir(work_dir).verified
+    if not os.path.isfile(os.path.join(path, WorkDir.RECORDS)):
+        return None
+    return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+
+
 def build_network(mod, records=None, context=None, *, cpu=None, threads: int | None = None,
                   prepack: bool | None = None):
     """build_executable(...) in a tvm.relax.VirtualMachine on the CPU."""
@@ -89,6 +99,9 @@ def build_executable(mod, records=None, context=None, *, cpu=None, threads: int 
         picks = picks_database(work_dir)  # the candidates fastest inside the network (in_network), first
         if picks is not None:
             database = ms.database.OrderedUnionDatabase(picks, database)
+        verified = verified_database(work_dir)  # before all: what replaces a record that failed its check
+        if verified is not None:
+            database = ms.database.OrderedUnionDatabase(verified, database)
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(m, _ctx):

@@ -10,6 +10,7 @@ import shutil
 import statistics
 import time
 
+import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm_ffi import structural_hash
 
@@ -175,7 +176,7 @@ def _tune_task(run: NetworkRun, task, task_dir: str) -> TaskResult:
                           f"{task.policy} {task.name}", run.progress)
     with open(WorkDir(task_dir).asked, "w") as f:
         json.dump({"trials": max(asked, plan.budget), "workload": workload}, f)
-    return task_result(task, run.database, run.target, tuning)
+    return task_result(task, run.database, run.target, tuning, run.work_dir)
 
 
 def _dense_by_automcl(mod, run: NetworkRun) -> tuple:
@@ -233,6 +234,7 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
     ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, work_dir=work_dir, **loose)
     ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 kernels: tuned for the CPU's int8 instruction
     ctx.claim()
+    shutil.rmtree(WorkDir(ctx.work_dir).verified, ignore_errors=True)  # made again below, task by task
     run = NetworkRun(ctx, open_database(ctx.work_dir), search, progress, verbose)
     start = time.time()
     mod, results = DENSE_TUNERS[search.dense](mod, run)
@@ -261,8 +263,37 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
                              ctx.threads)
 
 
-def task_result(task, database, target, tuning_seconds) -> TaskResult:
-    """The task's best record, checked against the untuned function."""
+# Records tried, fastest first, when the fastest fails its check against the untuned function.
+VERIFY_DEPTH = 8
+
+
+def _built_instead(task, database, target, work_dir: str, err: float) -> str:
+    """Commit what the build runs for a task whose fastest record failed its check; the note saying so."""
+    from tvm.s_tir.schedule import Trace
+
+    os.makedirs(WorkDir(work_dir).verified, exist_ok=True)
+    override = ms.database.JSONDatabase(work_dir=WorkDir(work_dir).verified, module_equality="structural")
+    workload = override.commit_workload(task.mod)
+    for rank, rec in enumerate(records_of(database, task.mod, VERIFY_DEPTH)[1:], start=2):
+        sch = tvm.s_tir.Schedule(task.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        if verify_against_untuned(task.mod, sch.mod, target)[0]:
+            override.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, rec.run_secs, rec.target,
+                                                                   rec.args_info))
+            return (f"its fastest record failed the check (max error {err:.3g}); the build runs its record no. {rank} "
+                    f"({statistics.median(float(s) for s in rec.run_secs) * 1e3:.3f} ms), which passed")
+    best = records_of(database, task.mod, 1)[0]
+    override.commit_tuning_record(ms.database.TuningRecord(Trace([], {}), workload, [1e9], best.target,
+                                                           best.args_info))
+    return (f"its fastest record failed the check (max error {err:.3g}) and none of the next "
+            f"{VERIFY_DEPTH - 1} passed: the build runs the function as written (untuned)")
+
+
+def task_result(task, database, target, tuning_seconds, work_dir: str | None = None) -> TaskResult:
+    """The task's best record, checked against the untuned function. When it fails, the next fastest are
+    checked (VERIFY_DEPTH) and the first that passes, or else the function as written, goes into the work dir's
+    `verified` database, which the build puts before the tuning records (build.build_executable); the result
+    is reported as failed, with what the build runs instead."""
     best = best_schedule(database, task.mod)
     notes = [task.reason] if task.reason else []
     size = weight_bytes(task.mod)
@@ -272,6 +303,8 @@ def task_result(task, database, target, tuning_seconds) -> TaskResult:
                           tuning_seconds, False, float("nan"), notes + [policy.missing], size)
     sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
+    if not ok and work_dir is not None:
+        notes.append(_built_instead(task, database, target, work_dir, err))
     secs = statistics.median(float(s) for s in record.run_secs)
     made_by = policy.made_by(sch.mod)
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
