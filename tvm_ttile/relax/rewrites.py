@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tvm
 from tvm import relax
+from tvm.relax.transform.fast_math import FastMathTransform
 
 from .. import cpu as cpu_mod
 from ..recognize import blocks
@@ -252,6 +253,9 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
         mod = pad_columns(mod, lanes)  # attention's Q K^T at 197 tokens: columns padded inside the task
     if input_layout_in_conv:
         mod = mutate_functions(mod, _InputLayoutIntoConv)
+    # erf (GELU), exp (softmax), tanh as TVM's vectorizable polynomials: compiled as written they are a libm call
+    # per element (erff, expf), a tenth of ConvNeXt-T's time; the polynomials are within 4e-7 of libm
+    mod = FastMathTransform()(mod)
     # the slices that the next elementwise op moved past, and the permutes now read by nothing, are dead:
     # removed, not computed
     return relax.transform.DeadCodeElimination()(relax.transform.CanonicalizeBindings()(mod))
