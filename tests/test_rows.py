@@ -148,3 +148,23 @@ def test_erf_and_exp_compile_to_vector_code_not_a_libm_call_per_element():
     asm = "".join(m.inspect_source("asm") for m in [lib.mod, *lib.mod.imports] if m.kind == "llvm")
     assert "matmul" in asm and "softmax" in asm
     assert not re.search(r"call\w*\s+(erff|expf|tanhf)\b", asm)
+
+
+def test_folded_rows_padded_by_the_scheme_keep_their_epilogue_apart_and_compute_right():
+    """ViT-B/16's 197 rows padded to 203 by a Pad specifier: TVM 0.27 moved the epilogue with the padding's 6
+    rows as its extent (wrong outputs); it stays after the loop nest, reported."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile.cpu import detect_host
+    from tvm_ttile.lowering import lower, problem_of
+    from tvm_ttile.network import verify_against_untuned
+    from tvm_ttile.scheme import Scheme
+
+    cpu = detect_host()
+    mod = prepare(from_onnx(_linear((1, 13, 64), cpu.lanes, True), keep_params_in_input=False), cpu)
+    (task,) = [t for t in extract_tasks(mod) if t.policy == "tvm_ttile"]
+    problem = problem_of(task.mod["main"], cpu.isa.name, cpu.lanes, cpu)
+    low = lower(problem, Scheme.parse("[Pad(16,i),T(2,i),T(64,k),U(8,i),V(j)]"), task.mod["main"])
+    ok, err = verify_against_untuned(task.mod, low.sch.mod, tvm.target.Target({"kind": "llvm"}))
+    assert ok, err
+    assert any("folded rows padded" in n for n in low.notes), low.notes

@@ -137,6 +137,7 @@ def lower(problem: Problem, scheme: Scheme, func, *, threads: int = 1, prepack: 
     notes = inline_identity_copies(sch, block)
     one_d = contraction.one_d  # a conv2d of height 1 over 3-d buffers: its intrinsics' variant
     text = scheme.text
+    padded_dims = set(scheme.padding)
     if scheme.pads:  # the copies first; the loops then tile the padded problem
         notes += pad(sch, block, problem, scheme.padding)
         problem, scheme = problem.padded(scheme.padding), scheme.unpadded
@@ -153,7 +154,7 @@ def lower(problem: Problem, scheme: Scheme, func, *, threads: int = 1, prepack: 
     region = _Region.of(problem, scheme, packed, prefetch, options.zero_start, one_d)
     outer, keys, inner, init_loop = _tile(sch, block, problem, scheme, region)
     # Epilogues move in before tensorize: afterwards reverse_compute_at no longer finds the producer.
-    notes += _epilogue(sch, block, outer, REDUCTION[op], keys, problem.size)
+    notes += _epilogue(sch, block, outer, REDUCTION[op], keys, problem.size, padded_dims)
     copy_at = options.copy_at or _default_copy_at(sch, block, problem, options, outer[npar:], keys[npar:])
     if copy_at != "pass":  # before `parallel` fuses the outer loops
         notes += _input_copy_per_tile(sch, block, outer[npar:], keys[npar:],
@@ -409,7 +410,7 @@ def _spatial_prefix(outer_loops, keys, red_dims):
     return prefix
 
 
-def _epilogue(sch, block, outer_loops, red_dims, keys, size=None) -> list:
+def _epilogue(sch, block, outer_loops, red_dims, keys, size=None, padded_dims=()) -> list:
     """Keep elementwise consumers (bias, residual add, ReLU, leaky ReLU = max(x, a*x), unpadding) fused at the
     innermost all-spatial loop: intermediate stages are inlined into their consumers until only the last
     ones read the operator's block, and those move into the loop. A consumer that gives folded rows their
@@ -428,6 +429,9 @@ def _epilogue(sch, block, outer_loops, red_dims, keys, size=None) -> list:
     prefix = _spatial_prefix(outer_loops, keys, red_dims)
     for consumer in sch.get_consumers(block) if prefix else []:
         lead = _unfolded_rows(sch, block, consumer)
+        if lead and "i" in padded_dims:
+            notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: folded rows padded")
+            continue
         at = len(prefix) - 1
         while lead and at >= 0 and not _rows_box(_rows_under(keys, outer_loops, sch, at, size), lead):
             at -= 1
