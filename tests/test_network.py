@@ -583,3 +583,22 @@ def test_a_task_check_allows_a_requantized_output_one_step_and_no_more():
     assert verify_against_untuned(shifted(1), shifted(0), target) == (True, 1.0)
     assert verify_against_untuned(shifted(2), shifted(0), target) == (False, 2.0)
     assert verify_against_untuned(shifted(1, "int32"), shifted(0, "int32"), target)[0] is False  # exact for s32
+
+
+def test_an_engine_computing_in_bf16_is_reported_beside_an_fp32_build_not_held_to():
+    """OpenVINO's default on an AVX512_BF16 CPU computes float layers in bf16: an fp32 build's check reports its
+    distance but does not fail on it; an engine in fp32 as far away fails the check."""
+    import types
+
+    from tvm_ttile.baselines.engines import reduced_float_precision
+    from tvm_ttile.network.model import accuracy
+
+    assert reduced_float_precision("openvino 2026.4.1 (float layers in bf16)")
+    assert not reduced_float_precision("openvino 2026.4.1 (float layers in f32)")
+    assert not reduced_float_precision("onnxruntime 1.32.0")
+    ref = np.linspace(-1, 1, 100, dtype=np.float32)
+    outputs = {"untuned": ref, "tvm_ttile": ref + 1e-6, "onnxruntime": ref, "openvino": ref + 1e-2}
+    tuned = types.SimpleNamespace(tasks=[])
+    held = accuracy(outputs, tuned, beside={"openvino"})
+    assert held["correct"] and "openvino" not in held["held_to"], held
+    assert not accuracy(outputs, tuned)["correct"]

@@ -77,7 +77,16 @@ def openvino_runner(model, input_name, x, threads=1, precision=None):
     request, output = compiled.create_infer_request(), compiled.output(0)
     used = compiled.get_property("INFERENCE_PRECISION_HINT")
     return (lambda inp=x: np.array(request.infer({input_name: inp})[output])), \
-        f"openvino {ov.__version__} (float layers in {used})"
+        f"openvino {ov.__version__} ({FLOAT_LAYERS}{used})"
+
+
+FLOAT_LAYERS = "float layers in "  # how a runner's version names the precision of its float layers
+
+
+def reduced_float_precision(version: str) -> bool:
+    """Whether a runner's version says its float layers compute in less than fp32 (OpenVINO's default on an
+    AVX512_BF16 CPU: bf16)."""
+    return FLOAT_LAYERS in version and version.split(FLOAT_LAYERS, 1)[1].rstrip(")") not in ("f32", "float32")
 
 
 def torch_runner(module, x, threads=1):

@@ -27,6 +27,7 @@ from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
 from ..relax import extract_tasks, prepare, quantized
 from ..relax.bf16 import Bf16Report
+from ..baselines.engines import reduced_float_precision
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
 from .defaults import CACHE_STATES, network_sampler_options
@@ -127,8 +128,10 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
     # inference rounds one step apart where the fp32 values before it differ in their last bits (a softmax, a
     # LayerNorm computed otherwise), so the libraries are reported beside it, and their spread is the tolerance
     dynamic = bool(integer.integer) and not step
+    # an engine whose float layers compute in bf16 (OpenVINO's default here) is reported beside an fp32 build
+    reduced = {name for name, version in versions.items() if reduced_float_precision(version)}
     report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16" or dynamic,
-                           tolerance=get_precision(ctx.precision).network_tolerance, spread=dynamic))
+                           tolerance=get_precision(ctx.precision).network_tolerance, spread=dynamic, beside=reduced))
     if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
         report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
                                     for other, out in outputs.items() if other != "tvm_ttile"}
@@ -271,7 +274,7 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
 
 
 def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False,
-             tolerance: float = TOLERANCE, spread: bool = False) -> dict:
+             tolerance: float = TOLERANCE, spread: bool = False, beside=()) -> dict:
     """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE x the
     output's scale; a quantized model's (`step`: its output's quantization step) within one step, since rounding
     to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA).
@@ -279,7 +282,8 @@ def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bo
     compute in another precision (how far each is from fp32 is against_fp32's). `tolerance`: the precision's
     (precision.Precision.network_tolerance). `spread` (a dynamically quantized model: its activations quantized per
     inference round a step apart where fp32 values before them differ in their last bits, in any two builds): held
-    within the largest distance of an engine's output from the untuned build when that is wider than the tolerance."""
+    within the largest distance of an engine's output from the untuned build when that is wider than the tolerance.
+    `beside`: systems reported but not held to (an engine computing its float layers in bf16)."""
     ref = outputs["untuned"]
     scale = float(np.max(np.abs(ref))) or 1.0
     allowed = step * (1 + 1e-3) if step else tolerance * scale
@@ -294,7 +298,8 @@ def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bo
     # (OpenVINO's) may round its own way, a step or two from both (reported beside them)
     held = (["tvm_ttile vs untuned"] if own_build_only
             else ["tvm_ttile vs untuned", f"tvm_ttile vs {INT8_REFERENCE}"] if step else list(checks))
-    held = [name for name in held if name in checks]
+    held = [name for name in held if name in checks
+            and not any(name.endswith(f" vs {b}") or name.startswith(f"{b} vs ") for b in beside)]
     correct = (all(err <= allowed for name, err in checks.items() if name in held)
                and all(t.verified for t in tuned.tasks if t.trials))
     return {"tolerance": tolerance, "output_scale": scale, "max_abs_error": checks, "correct": correct,
