@@ -38,6 +38,15 @@ class Task:
     shape: str
 
 
+def contraction_flops(problem) -> float:
+    """2 x the product of a tvm_ttile problem's dimensions: its contraction's work, not its epilogue's (GELU's erf
+    polynomial is some 70 operations an element, which would count as the model's FLOPs)."""
+    n = 2.0 * problem.batch
+    for _, extent in problem.sizes:
+        n *= extent
+    return n
+
+
 def extract_tasks(mod, context=None, *, cpu=None, threads: int | None = None, prepack: bool | None = None) -> list:
     """The tuning tasks of a prepared Relax module, each with the policy that will tune it; with `prepack`,
     their weights are marked for packing at build time. `context` (context.Context) gives the CPU, the threads
@@ -67,7 +76,8 @@ def extract_tasks(mod, context=None, *, cpu=None, threads: int | None = None, pr
         else:
             shape = ",".join("x".join(str(int(x)) for x in a.shape) for a in ArgInfo.from_prim_func(task_mod["main"]))
         tasks.append(Task(t.task_name, int(t.weight), task_mod, "tvm_ttile" if problem else "metaschedule",
-                          reason or "", float(estimate_tir_flops(task_mod)), shape))
+                          reason or "", contraction_flops(problem) if problem else float(estimate_tir_flops(task_mod)),
+                          shape))
     return tasks
 
 
