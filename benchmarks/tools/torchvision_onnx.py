@@ -1,5 +1,7 @@
 """Export a torchvision classification model (its definition, seeded random weights) to ONNX, opset 17, batch 1,
-224x224: the form users hand to ONNX Runtime, OpenVINO and `tvm-ttile tune-model`.
+224x224: the form users hand to ONNX Runtime, OpenVINO and `tvm-ttile tune-model`. A weight matrix that the
+definition initializes to zeros (ViT's classifier head) is drawn instead (normal, std 0.02), so that the outputs
+compared across engines are not all zero.
 
     python benchmarks/tools/torchvision_onnx.py resnet50 resnet50.onnx
     python benchmarks/tools/quantize_model.py resnet50.onnx resnet50_int8.onnx
@@ -41,6 +43,10 @@ def export(name: str, out: str, seed: int = 0, size: int = 224) -> str:
         sys.exit(f"torchvision_onnx: no classification model {name!r} in torchvision {torchvision.__version__}")
     torch.manual_seed(seed)
     model = torchvision.models.get_model(name, weights=None).eval()
+    with torch.no_grad():  # a weight matrix initialized to zeros (ViT's head) would make every output 0
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.normal_(std=0.02)
     x = torch.randn(1, 3, size, size)
     torch.onnx.export(model, (x,), out, input_names=["input"], output_names=["logits"], opset_version=17,
                       dynamo=False)
