@@ -602,3 +602,15 @@ def test_an_engine_computing_in_bf16_is_reported_beside_an_fp32_build_not_held_t
     held = accuracy(outputs, tuned, beside={"openvino"})
     assert held["correct"] and "openvino" not in held["held_to"], held
     assert not accuracy(outputs, tuned)["correct"]
+
+
+def test_an_output_that_does_not_vary_is_not_called_correct():
+    """ViT-B/16 as torchvision initializes it has a classifier head of zeros: every engine's output is 0 and
+    agrees with every other, which checks nothing."""
+    import types
+
+    from tvm_ttile.network.model import accuracy
+
+    zeros = np.zeros(10, np.float32)
+    res = accuracy({"untuned": zeros, "tvm_ttile": zeros, "onnxruntime": zeros}, types.SimpleNamespace(tasks=[]))
+    assert res["constant_output"] and not res["correct"]

@@ -118,6 +118,9 @@ def format_report(r) -> str:
     lines += ["", f"Outputs (max abs difference; {allowed}): " +
               ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_error"].items()) +
               (" - all agree." if r["correct"] else " - MISMATCH.")]
+    if r.get("constant_output"):
+        lines += ["", "The untuned build's output is the same value everywhere: the comparison above checks nothing "
+                      "(give the model weights that make its outputs vary)."]
     if r.get("int8_agreement"):  # a QDQ model: in quantization steps of its output
         lines += ["", "int8 (QDQ): " + "; ".join(
             f"tvm_ttile vs {k}: {100 * v['within_one_step']:.2f}% of elements within one step ({v['step']:.3g}), "
