@@ -593,8 +593,8 @@ def test_an_engine_computing_in_bf16_is_reported_beside_an_fp32_build_not_held_t
     from tvm_ttile.baselines.engines import reduced_float_precision
     from tvm_ttile.network.model import accuracy
 
-    assert reduced_float_precision("openvino 2026.4.1 (float layers in bf16)")
-    assert not reduced_float_precision("openvino 2026.4.1 (float layers in f32)")
+    assert reduced_float_precision("openvino 2026.4.1 (float layers in <Type: 'bfloat16'>)")
+    assert not reduced_float_precision("openvino 2026.4.1 (float layers in <Type: 'float32'>)")
     assert not reduced_float_precision("onnxruntime 1.32.0")
     ref = np.linspace(-1, 1, 100, dtype=np.float32)
     outputs = {"untuned": ref, "tvm_ttile": ref + 1e-6, "onnxruntime": ref, "openvino": ref + 1e-2}

@@ -86,7 +86,8 @@ FLOAT_LAYERS = "float layers in "  # how a runner's version names the precision 
 def reduced_float_precision(version: str) -> bool:
     """Whether a runner's version says its float layers compute in less than fp32 (OpenVINO's default on an
     AVX512_BF16 CPU: bf16)."""
-    return FLOAT_LAYERS in version and version.split(FLOAT_LAYERS, 1)[1].rstrip(")") not in ("f32", "float32")
+    used = version.split(FLOAT_LAYERS, 1)[1] if FLOAT_LAYERS in version else ""
+    return any(name in used for name in ("bf16", "bfloat16", "f16", "float16"))  # "<Type: 'bfloat16'>" in 2026.4
 
 
 def torch_runner(module, x, threads=1):
