@@ -99,7 +99,8 @@ def test_an_epilogue_moves_only_into_a_tile_of_rows_that_is_a_box_of_the_unfolde
 @pytest.mark.parametrize("failing", [1, 100])
 def test_a_record_that_fails_its_check_is_not_built(tmp_path, small_catalog, monkeypatch, failing):
     """The fastest record failing its check against the untuned function (here made to fail: the first
-    `failing` checks) is reported, and the build runs the next one that passes, or the function as written."""
+    `failing` checks) is reported, and the build runs the next one that passes (reported with its time), or the
+    function as written (the task reported failed)."""
     from tvm.relax.frontend.onnx import from_onnx
 
     from tvm_ttile import network as nw
@@ -117,7 +118,7 @@ def test_a_record_that_fails_its_check_is_not_built(tmp_path, small_catalog, mon
     monkeypatch.setattr(network_tune, "verify_against_untuned", flaky)
     res = nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
     (ours,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
-    assert not ours.verified
+    assert ours.verified == (failing == 1)  # what the build runs: the record that passed, or none
     said = " ".join(ours.notes)
     assert ("record no. 2" in said) if failing == 1 else ("function as written" in said), said
     from tvm_ttile.metaschedule import open_database, records_of

@@ -1,5 +1,6 @@
 """The README's plot: each network's tuned latency against ONNX Runtime's, per machine, threads and precision, read
-from the side-by-side results files (benchmarks/tools/network_ab.py's tables; nothing is timed here).
+from the side-by-side results files (benchmarks/tools/network_ab.py's tables, or tune-model's reports: build
+"tvm_ttile"; nothing is timed here).
 
     python benchmarks/paper/results_plot.py   -> benchmarks/results/latency_vs_onnxruntime.{png,md}
 """
@@ -17,7 +18,24 @@ ROWS = [
     ("Darknet-19", "Zen 5", 1, "fp32", "in_network_zen5/darknet19_winograd_packed_1thread.md", "winograd_packed"),
     ("ResNet-18", "Zen 5", 2, "fp32", "in_network_zen5/resnet18_winograd_packed_2threads.md", "winograd_packed"),
     ("Darknet-19", "Zen 5", 2, "fp32", "in_network_zen5/darknet19_winograd_packed_2threads.md", "winograd_packed"),
+    ("ConvNeXt-T", "Zen 4", 1, "fp32", "modern_networks_zen4/convnext_tiny_fp32_1thread.md", "tvm_ttile"),
+    ("ViT-B/16", "Zen 4", 1, "fp32", "modern_networks_zen4/vit_b_16_fp32_1thread.md", "tvm_ttile"),
+    ("BERT-base", "Zen 4", 1, "fp32", "modern_networks_zen4/bert_base_fp32_1thread.md", "tvm_ttile"),
+    ("ShuffleNet-v2", "Zen 4", 1, "fp32", "modern_networks_zen4/shufflenet_v2_x1_0_fp32_1thread.md", "tvm_ttile"),
 ]
+
+
+def read_report(path: str) -> dict:
+    """{system: (median ms, ratio to onnxruntime)} from tune-model's latency table."""
+    medians = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\| (\S+) \| ([\d.]+) \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|", line)
+            if m:
+                medians[m.group(1)] = float(m.group(2))
+    if "onnxruntime" not in medians:
+        raise SystemExit(f"{path}: no onnxruntime row in its latency table")
+    return {name: (ms, ms / medians["onnxruntime"]) for name, ms in medians.items()}
 
 
 def read_table(path: str) -> dict:
@@ -39,7 +57,7 @@ def main() -> None:
     args = ap.parse_args()
     points = []
     for net, machine, threads, precision, name, build in ROWS:
-        table = read_table(os.path.join(RESULTS, name))
+        table = (read_report if build == "tvm_ttile" else read_table)(os.path.join(RESULTS, name))
         if build not in table:
             raise SystemExit(f"{name}: no build {build!r} in its table")
         points.append((net, machine, threads, precision, name, table[build][0], table["onnxruntime"][0],
@@ -49,7 +67,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(1.2 + 1.0 * len(points), 3.2))
     labels = [f"{n}\n{m}, {t} thread{'s' if t > 1 else ''}, {p}" for n, m, t, p, *_ in points]
     ratios = [r for *_, r in points]
     bars = ax.bar(range(len(points)), ratios, color="tab:green")

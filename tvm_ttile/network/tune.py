@@ -267,8 +267,9 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
 VERIFY_DEPTH = 8
 
 
-def _built_instead(task, database, target, work_dir: str, err: float) -> str:
-    """Commit what the build runs for a task whose fastest record failed its check; the note saying so."""
+def _built_instead(task, database, target, work_dir: str, err: float) -> tuple:
+    """Commit what the build runs for a task whose fastest record failed its check: (the note saying so, the
+    (Schedule, record, max error) that passed or None)."""
     from tvm.s_tir.schedule import Trace
 
     os.makedirs(WorkDir(work_dir).verified, exist_ok=True)
@@ -277,23 +278,24 @@ def _built_instead(task, database, target, work_dir: str, err: float) -> str:
     for rank, rec in enumerate(records_of(database, task.mod, VERIFY_DEPTH)[1:], start=2):
         sch = tvm.s_tir.Schedule(task.mod)
         rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        if verify_against_untuned(task.mod, sch.mod, target)[0]:
+        ok, rec_err = verify_against_untuned(task.mod, sch.mod, target)
+        if ok:
             override.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, rec.run_secs, rec.target,
                                                                    rec.args_info))
-            return (f"its fastest record failed the check (max error {err:.3g}); the build runs its record no. {rank} "
-                    f"({statistics.median(float(s) for s in rec.run_secs) * 1e3:.3f} ms), which passed")
+            return (f"its fastest record failed the check (max error {err:.3g}); the build runs its record no. {rank}, "
+                    "which passed (its time here)"), (sch, rec, rec_err)
     best = records_of(database, task.mod, 1)[0]
     override.commit_tuning_record(ms.database.TuningRecord(Trace([], {}), workload, [1e9], best.target,
                                                            best.args_info))
     return (f"its fastest record failed the check (max error {err:.3g}) and none of the next "
-            f"{VERIFY_DEPTH - 1} passed: the build runs the function as written (untuned)")
+            f"{VERIFY_DEPTH - 1} passed: the build runs the function as written (untuned)"), None
 
 
 def task_result(task, database, target, tuning_seconds, work_dir: str | None = None) -> TaskResult:
     """The task's best record, checked against the untuned function. When it fails, the next fastest are
     checked (VERIFY_DEPTH) and the first that passes, or else the function as written, goes into the work dir's
     `verified` database, which the build puts before the tuning records (build.build_executable); the result
-    is reported as failed, with what the build runs instead."""
+    reports what the build runs, with a note: the record that passed, or the fastest, failed, when none did."""
     best = best_schedule(database, task.mod)
     notes = [task.reason] if task.reason else []
     size = weight_bytes(task.mod)
@@ -304,7 +306,11 @@ def task_result(task, database, target, tuning_seconds, work_dir: str | None = N
     sch, record = best
     ok, err = verify_against_untuned(task.mod, sch.mod, target)
     if not ok and work_dir is not None:
-        notes.append(_built_instead(task, database, target, work_dir, err))
+        note, passed = _built_instead(task, database, target, work_dir, err)
+        notes.append(note)
+        if passed is not None:
+            sch, record, err = passed
+            ok = True
     secs = statistics.median(float(s) for s in record.run_secs)
     made_by = policy.made_by(sch.mod)
     return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, secs, task.flops / secs / 1e9,
