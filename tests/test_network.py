@@ -614,3 +614,22 @@ def test_an_output_that_does_not_vary_is_not_called_correct():
     zeros = np.zeros(10, np.float32)
     res = accuracy({"untuned": zeros, "tvm_ttile": zeros, "onnxruntime": zeros}, types.SimpleNamespace(tasks=[]))
     assert res["constant_output"] and not res["correct"]
+
+
+def test_the_fp32_reference_of_a_reduced_precision_build_is_onnxruntime_where_it_runs_the_model():
+    """An untuned TVM build of ViT-B/16 takes tens of seconds an inference; ONNX Runtime runs the same fp32 model in
+    a fraction of one. The result names its reference."""
+    pytest.importorskip("onnxruntime")
+    from tvm_ttile import network as nw
+    from tvm_ttile.context import resolve
+    from tvm_ttile.models.importers import load_model
+    from tvm_ttile.network.model import fp32_agreement
+
+    net = load_model("micro_resnet")
+    ctx = resolve(None)
+    vm = nw.build_network(nw.prepare(net.mod), None, ctx)
+    x = np.random.default_rng(0).standard_normal(net.input_shape).astype(np.float32)
+    res = fp32_agreement(net, net, ctx, vm, x, ())
+    assert res["reference"] == "onnxruntime fp32"
+    ours = res["systems"]["tvm_ttile"]
+    assert ours["top1_agreement"] == 1.0 and ours["max_error_over_scale"] < 1e-4

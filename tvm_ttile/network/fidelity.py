@@ -35,7 +35,7 @@ def against_fp32(systems: dict, fp32_run, input_shape, *, inputs: int = FP32_INP
 
 def format_lines(result: dict, fp32_source: str) -> list:
     """The report's lines for `against_fp32`'s result."""
-    return [f"Against the fp32 model ({fp32_source}, its untuned TVM build) over {result['inputs']} random inputs: "
+    return [f"Against the fp32 model ({fp32_source}, {result.get('reference', 'its untuned TVM build')}) over {result['inputs']} random inputs: "
             + "; ".join(f"{name} top-1 {100 * v['top1_agreement']:.0f}% agree, error / scale median "
                         f"{v['median_error_over_scale']:.3f}, max {v['max_error_over_scale']:.3f}"
                         for name, v in result["systems"].items()) + "."]

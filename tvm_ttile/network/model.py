@@ -257,12 +257,13 @@ def time_systems(net, ctx: Context, x, executables: dict, libraries, outputs: di
 
 
 def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
-    """tvm_ttile's tuned build and each library on `net` (a quantized model) against `fp32_net`'s untuned
-    build, over fidelity.FP32_INPUTS random inputs (fidelity.against_fp32)."""
+    """tvm_ttile's tuned build and each library on `net` (a quantized or bf16 build) against the fp32 model over
+    fidelity.FP32_INPUTS random inputs (fidelity.against_fp32). The fp32 reference is ONNX Runtime's where it runs
+    the fp32 model (an untuned build of a transformer takes tens of seconds an inference), else `fp32_net`'s untuned
+    build; the result names it."""
     from ..baselines.engines import create as engine
     from .fidelity import against_fp32
 
-    fp32_vm = build_network(prepare(fp32_net.mod, ctx.cpu), None, ctx)
     systems = {"tvm_ttile": lambda inp: run(vm, inp)}
     for lib in libraries:
         if engine(lib).model_of(net) is not None:
@@ -270,7 +271,17 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
                 systems[lib] = engine(lib).runner_for(net, x, ctx.threads)[0]
             except Exception:  # noqa: BLE001 - not installed or cannot read the model: said in the notes by time_systems
                 continue
-    return against_fp32(systems, lambda inp: run(fp32_vm, inp), tuple(net.input_shape), seed=ctx.seed)
+    reference = None
+    if engine("onnxruntime").model_of(fp32_net) is not None:
+        try:
+            reference = engine("onnxruntime").runner_for(fp32_net, x, ctx.threads)[0], "onnxruntime fp32"
+        except Exception:  # noqa: BLE001 - not installed: the untuned build below
+            reference = None
+    if reference is None:
+        fp32_vm = build_network(prepare(fp32_net.mod, ctx.cpu), None, ctx)
+        reference = (lambda inp: run(fp32_vm, inp)), "the fp32 model's untuned TVM build"
+    return {"reference": reference[1],
+            **against_fp32(systems, reference[0], tuple(net.input_shape), seed=ctx.seed)}
 
 
 def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False,
