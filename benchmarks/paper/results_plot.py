@@ -67,8 +67,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(1.2 + 1.0 * len(points), 3.2))
-    labels = [f"{n}\n{m}, {t} thread{'s' if t > 1 else ''}, {p}" for n, m, t, p, *_ in points]
+    fig, ax = plt.subplots(figsize=(1.2 + 1.2 * len(points), 3.6))
+    labels = [f"{n}\n{m}\n{t} thread{'s' if t > 1 else ''}, {p}" for n, m, t, p, *_ in points]
     ratios = [r for *_, r in points]
     bars = ax.bar(range(len(points)), ratios, color="tab:green")
     ax.axhline(1.0, color="gray", lw=1, ls="--")
