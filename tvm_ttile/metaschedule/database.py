@@ -77,6 +77,14 @@ def measured_scheme_seconds(database, mod, k: int = 10**6) -> dict:
     return out
 
 
+def existing_database(path: str):
+    """The JSON database in `path` (structural module equality), or None when it holds no record file: the
+    overlays a build puts before the tuning records (in-network picks, verified replacements)."""
+    if not os.path.isfile(os.path.join(path, WorkDir.RECORDS)):
+        return None
+    return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+
+
 def open_database(work_dir: str):
     """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
     os.makedirs(work_dir, exist_ok=True)

@@ -15,6 +15,7 @@ from .. import bfloat16, read_in_place
 from .. import winograd as wg
 from ..automcl.network import apply_dense
 from ..metaschedule import open_database
+from ..metaschedule.database import existing_database
 from ..workdir import WorkDir
 from ..relax import fuse_passes, quantized
 from .in_network import picks_database
@@ -58,10 +59,7 @@ def _random_argument(rng, shape, dtype: str):
 def verified_database(work_dir: str):
     """The work dir's `verified` database (network.tune: records replacing ones that failed their check), or
     None."""
-    path = WorkDir(work_dir).verified
-    if not os.path.isfile(os.path.join(path, WorkDir.RECORDS)):
-        return None
-    return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+    return existing_database(WorkDir(work_dir).verified)
 
 
 def build_network(mod, records=None, context=None, *, cpu=None, threads: int | None = None,

@@ -275,12 +275,9 @@ def forget_picks(work_dir: str) -> None:
 
 def picks_database(work_dir: str):
     """The in-network picks of `work_dir` as a JSONDatabase, or None when there are none."""
-    from tvm.s_tir import meta_schedule as ms
+    from ..metaschedule.database import existing_database
 
-    path = picks_path(work_dir)
-    if not os.path.isfile(os.path.join(path, "database_tuning_record.json")):
-        return None
-    return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+    return existing_database(picks_path(work_dir))
 
 
 def pick_in_network(vm, tasks, database, target, x, work_dir: str, top: int = 5, rounds: int = 5, builder=None,
