@@ -3,6 +3,7 @@ phase convolutions (transposed.py), conv2d / conv1d in channels-last layouts, ac
 functions, outputs padded to whole vectors and NCHW inputs read in place by the first convolution."""
 from __future__ import annotations
 
+import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.transform.fast_math import FastMathTransform
@@ -14,6 +15,7 @@ from ..precision import dot_product
 from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
 from .padded_products import pad_columns
+from .permutes import sink_permutes
 from .rows import fold_rows
 from .transposed import rewrite as rewrite_transposed
 
@@ -69,6 +71,26 @@ class _ActivationsAsElementwise(relax.PyExprMutator):
             dtype = x.ty.dtype
             return relax.op.minimum(relax.op.maximum(x, relax.const(low, dtype)), relax.const(high, dtype))
         return call
+
+
+@relax.expr_functor.mutator
+class _DivisionsAsProducts(relax.PyExprMutator):
+    """x / c for a float scalar constant c as x * (1 / c): LLVM keeps a division by a constant that is not a power
+    of two (it may differ from the product in the last bit), and a vector division costs what ten multiplies
+    do, as GELU's x / sqrt(2) does in ConvNeXt's and ViT's matmul epilogues. ONNX Runtime's and OpenVINO's GELU
+    multiply by 1 / sqrt(2) too."""
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.divide"):
+            return call
+        c = call.args[1]
+        if not isinstance(c, tvm.ir.expr.Constant) or c.value.numpy().size != 1:
+            return call
+        value, dtype = float(c.value.numpy().reshape(())), str(c.value.numpy().dtype)
+        if not dtype.startswith("float") or value == 0 or not np.isfinite(value):
+            return call
+        return relax.op.multiply(call.args[0], relax.const(np.full(c.value.numpy().shape, 1 / value, dtype), dtype))
 
 
 # How much padding output channels to whole vectors may add to a contraction's work: 24 -> 32 channels or 1000 ->
@@ -234,8 +256,9 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     mod = as_elementwise(mod)
     for gv, func in list(mod.functions.items()):
         if isinstance(func, relax.Function):
-            mod[gv] = _ActivationsAsElementwise(mod).visit_expr(func)
+            mod[gv] = _DivisionsAsProducts(mod).visit_expr(_ActivationsAsElementwise(mod).visit_expr(func))
     mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv1d": ["NWC", "WIO"]})(mod)
+    mod = sink_permutes(mod)  # a channels-last block's permutes in and out of it cancel (permutes.py)
     cpu = cpu or cpu_mod.detect_host()
     lanes = cpu.lanes
     mod, report = integer_products(mod, lanes, dot_product("int8", cpu))
