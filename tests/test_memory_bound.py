@@ -125,3 +125,24 @@ def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resum
                            progress=False)
     assert all(t.trials == 0 for t in bare.tasks if t.policy == "metaschedule")
     assert json.loads(json.dumps(res.to_json()))["tasks"][0]["made_by"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_softmax_over_rows_not_whole_vectors_runs_its_row_passes_in_vectors(threads):
+    """relax/softmax.py's softmax over rows of 197 (copied into 208 lanes, the extra ones -inf): the ROWS schedule
+    keeps vector partial sums for its max and its sum, and every schedule is numpy's softmax."""
+    from tvm import te
+
+    from tvm_ttile.relax.softmax import padded_softmax
+
+    shape = (2, 5, 197)
+    x_t = te.placeholder(shape, "float32", name="x")
+    mod = tvm.IRModule({"main": te.create_prim_func([x_t, padded_softmax(x_t, 16)])})
+    made = dict(memory_bound.schedules(mod, lanes=16, threads=threads))
+    rows = made[memory_bound.ROWS].mod.script()
+    assert "T.vectorized" in rows and rows.count("_rf") >= 2  # the max's and the sum's partial sums
+    x = (np.random.default_rng(0).standard_normal(shape) * 4).astype("float32")
+    e = np.exp(x.astype("float64") - x.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    for n, sch in made.items():
+        np.testing.assert_allclose(_run(sch.mod, x, shape), want, rtol=2e-6, atol=1e-9, err_msg=n)

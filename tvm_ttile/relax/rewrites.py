@@ -17,6 +17,7 @@ from .quantized import IntegerReport, as_elementwise, integer_products
 from .padded_products import pad_columns
 from .permutes import sink_permutes
 from .rows import fold_rows
+from .softmax import pad_softmax_rows
 from .transposed import rewrite as rewrite_transposed
 
 
@@ -276,6 +277,8 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
         mod = pad_columns(mod, lanes)  # attention's Q K^T at 197 tokens: columns padded inside the task
     if input_layout_in_conv:
         mod = mutate_functions(mod, _InputLayoutIntoConv)
+    if whole_vectors:
+        mod = pad_softmax_rows(mod, lanes)  # attention's softmax over 197 tokens in whole vectors (softmax.py)
     # erf (GELU), exp (softmax), tanh as TVM's vectorizable polynomials: compiled as written they are a libm call
     # per element (erff, expf), a tenth of ConvNeXt-T's time; the polynomials are within 4e-7 of libm
     mod = FastMathTransform()(mod)
