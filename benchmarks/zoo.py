@@ -49,8 +49,10 @@ def _tune(path: str, name: str, args, work: str, share: dict) -> dict:
     print("+", shlex.join(cmd), flush=True)
     code = subprocess.call(cmd)
     report = os.path.join(work, name, "report.json")
+    if code:  # (a report left in the work dir is an earlier run's)
+        sys.exit(f"zoo: tune-model on {path} failed (exit {code}); no report written")
     if not os.path.isfile(report):
-        sys.exit(f"zoo: tune-model on {path} wrote no report (exit {code})")
+        sys.exit(f"zoo: tune-model on {path} wrote no report")
     with open(report) as f:
         result = json.load(f)
     with open(os.path.join(work, name, "report.md")) as f:

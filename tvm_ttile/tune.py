@@ -31,7 +31,7 @@ from .errors import TTileError
 from .lowering import scheme_of_schedule
 from .measure import MeasureSettings, default_builder, default_runner
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsics_only, open_database,
-                           prepare_logging, records_of)
+                           prepare_logging, records_of, schedule_of)
 from .operators import run_against_reference
 from .progress import Progress
 from .precision import get as get_precision, tag_for
@@ -268,8 +268,7 @@ def measured_history(database, mod, flops, trial_log: str) -> list:
     for rec in database.get_all_tuning_records():
         if not structural_equal(rec.workload.mod, mod):
             continue
-        sch = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        sch = schedule_of(rec)
         secs = [float(s) for s in rec.run_secs] if rec.run_secs else []
         ok = secs and min(secs) < 1e9  # MetaSchedule stores failed runs as 1e10 s
         measured[scheme_of_schedule(sch)] = flops / statistics.median(secs) / 1e9 if ok else None
@@ -300,8 +299,7 @@ def _report(operator, cpu, mod, target, database, work_dir, trial_log, seconds, 
         raise TTileError(f"no successful measurement in {work_dir}; lowering failures: {failures[:3]}; "
                          f"measurement failures: {[h for h in history if h[2]][:3]}")
     best = records[0]
-    sch = tvm.s_tir.Schedule(mod)
-    best.trace.apply_to_schedule(sch, remove_postproc=False)
+    sch = schedule_of(best)
     verified, err = verify(operator, sch.mod, target)
     secs = statistics.median(float(s) for s in best.run_secs)
     gflops = operator.flops / secs / 1e9

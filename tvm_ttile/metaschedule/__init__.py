@@ -17,7 +17,7 @@ The package, one module per concept: space.py (the space generators and which ta
 search.py (the search strategies), database.py (opening a database, the records of a workload, the best one),
 environment.py (what a tuning process sets up first: CPU intrinsics only, MetaSchedule's log level).
 """
-from .database import (best_schedule, measured_schemes, record_variants, open_database, records_of,
+from .database import (best_schedule, measured_schemes, record_variants, open_database, records_of, schedule_of,
                        register_intrinsics_in)
 from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepare_logging
 from .search import DesignSpacesOnce, TTileSearch
@@ -25,4 +25,4 @@ from .space import MemoryBoundSpace, TTileSpaceGenerator, WinogradSpace, ttile_p
 
 __all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
            "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database", "prepare_logging",
-           "record_variants", "records_of", "register_intrinsics_in", "ttile_problem", "WinogradSpace"]
+           "record_variants", "records_of", "register_intrinsics_in", "schedule_of", "ttile_problem", "WinogradSpace"]

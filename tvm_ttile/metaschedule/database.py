@@ -20,6 +20,15 @@ def records_of(database, mod, k: int = 10**6) -> list:
     return list(database.get_top_k(database.commit_workload(mod), k))
 
 
+def schedule_of(record):
+    """A tuning record's trace applied to the workload it was recorded on. A query's module is only structurally
+    equal to that workload: its blocks may have other names (TVM names some after Relax variables, which a rewrite
+    or another export renames), and a trace finds blocks by name."""
+    sch = tvm.s_tir.Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
 _NAME_IN_JSON = re.compile(r'"(ttile_[^"]*)"')
 
 
@@ -40,9 +49,7 @@ def best_schedule(database, mod):
     records = records_of(database, mod, 1)
     if not records:
         return None
-    sch = tvm.s_tir.Schedule(mod)
-    records[0].trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch, records[0]
+    return schedule_of(records[0]), records[0]
 
 
 def record_variants(database, mod) -> list:
@@ -52,9 +59,7 @@ def record_variants(database, mod) -> list:
 
     out = []
     for rec in records_of(database, mod):
-        sch = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        out.append(variant_of(sch.mod["main"]))
+        out.append(variant_of(schedule_of(rec).mod["main"]))
     return out
 
 
@@ -69,9 +74,7 @@ def measured_scheme_seconds(database, mod, k: int = 10**6) -> dict:
 
     out = {}
     for rec in records_of(database, mod, k):
-        sch = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        text = scheme_of_schedule(sch)
+        text = scheme_of_schedule(schedule_of(rec))
         if text is not None and text not in out:  # (a record of another tuner of the same workload has no scheme)
             out[text] = statistics.median(float(s) for s in rec.run_secs) if rec.run_secs else None
     return out

@@ -53,7 +53,7 @@ def top_candidates(database, task_mod, k: int) -> list:
 
     from ..confirm import FAILED
     from ..lowering import scheme_of_schedule
-    from ..metaschedule import records_of
+    from ..metaschedule import records_of, schedule_of
 
     out, seen = [], set()
     for rec in records_of(database, task_mod, 4 * k + 8):
@@ -64,8 +64,7 @@ def top_candidates(database, task_mod, k: int) -> list:
         if key in seen:
             continue
         seen.add(key)
-        sch = tvm.s_tir.Schedule(task_mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        sch = schedule_of(rec)
         out.append((Candidate(key, scheme_of_schedule(sch), statistics.fmean(secs)), sch.mod, rec))
         if len(out) == k:
             break

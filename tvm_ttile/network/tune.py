@@ -20,7 +20,7 @@ from ..context import Context, resolve
 from ..errors import TTileError
 from ..measure import default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
-                            ttile_problem)
+                            schedule_of, ttile_problem)
 from ..relax import extract_tasks, quantized
 from ..progress import Progress, Silent
 from ..tune import run_tuner
@@ -276,8 +276,7 @@ def _built_instead(task, database, target, work_dir: str, err: float) -> tuple:
     override = ms.database.JSONDatabase(work_dir=WorkDir(work_dir).verified, module_equality="structural")
     workload = override.commit_workload(task.mod)
     for rank, rec in enumerate(records_of(database, task.mod, VERIFY_DEPTH)[1:], start=2):
-        sch = tvm.s_tir.Schedule(task.mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        sch = schedule_of(rec)
         ok, rec_err = verify_against_untuned(task.mod, sch.mod, target)
         if ok:
             override.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, rec.run_secs, rec.target,

@@ -1,0 +1,37 @@
+"""A tuning record is replayed on the workload it was recorded on (metaschedule.database.schedule_of): a task
+structurally equal to it but with other block names (TVM names LayerNorm's blocks after the Relax variable, which
+another export or rewrite renames) gets the record's schedule, where replaying the trace on the task itself failed
+("Cannot find a block with the name: lv3_sum") when a work dir was resumed after such a change."""
+import numpy as np
+import tvm
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
+from tvm_ffi import structural_equal
+
+from tvm_ttile.metaschedule import best_schedule, records_of
+
+
+def _row_sums(prefix: str):
+    x = te.placeholder((8, 64), "float32", name=prefix)
+    k = te.reduce_axis((0, 64), name="k")
+    s = te.compute((8,), lambda i: te.sum(x[i, k], axis=k), name=f"{prefix}_sum")
+    return tvm.IRModule({"main": te.create_prim_func([x, s])})
+
+
+def test_a_record_replays_on_its_own_workload_when_the_task_names_its_blocks_otherwise(tmp_path):
+    recorded, renamed = _row_sums("lv3"), _row_sums("lv9")
+    assert structural_equal(recorded, renamed)
+    db = ms.database.JSONDatabase(work_dir=str(tmp_path), module_equality="structural")
+    sch = tvm.s_tir.Schedule(recorded)
+    block = sch.get_sblock("lv3_sum")
+    sch.split(sch.get_loops(block)[1], [None, 16])
+    workload = db.commit_workload(recorded)
+    db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [1e-6], tvm.target.Target("llvm"),
+                                                     ms.arg_info.ArgInfo.from_prim_func(recorded["main"])))
+    assert len(records_of(db, renamed)) == 1
+    replayed, _ = best_schedule(db, renamed)
+    lib = tvm.compile(replayed.mod, target="llvm")
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype("float32")
+    out = tvm.runtime.tensor(np.zeros(8, "float32"))
+    lib["main"](tvm.runtime.tensor(x), out)
+    np.testing.assert_allclose(out.numpy(), x.sum(1), rtol=1e-5)
