@@ -53,6 +53,8 @@ def small_catalog(monkeypatch):
     monkeypatch.setattr(family, "window_candidates",
                         lambda isa, red, R, S, channels=None, precision="fp32":
                         real_window(isa, red, R, S, channels, precision)[:4])
+    real_depthwise_window = family.depthwise_window_candidates
+    monkeypatch.setattr(family, "depthwise_window_candidates", lambda isa, S: real_depthwise_window(isa, S)[:4])
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -167,7 +167,8 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
 
 def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=None) -> Catalog:
     """The catalog a problem draws from: its operator's, plus for a conv2d window the base unrolls do not divide
-    (1x7, 7x1, the 7x7 stem) the microkernels unrolling a row or a column of it, measured on first use."""
+    (1x7, 7x1, the 7x7 stem) the microkernels unrolling a row or a column of it, and for a depthwise window as
+    wide (7x7) those taking a whole row of it per step, measured on first use."""
     from . import family
 
     cands = None
@@ -177,6 +178,11 @@ def catalog_for(cpu, problem, threshold: float = DEFAULT_THRESHOLD, settings=Non
             red = family.measurement_red(cpu.isa, cpu.l1d_bytes, problem.precision)
             cands = (family.candidates("conv2d", cpu.isa, red, problem.precision)
                      + family.window_candidates(cpu.isa, red, size["r"], size["s"], size["c"], problem.precision))
+    elif problem.op == "depthwise" and problem.precision == "fp32":
+        extra = family.depthwise_window_candidates(cpu.isa, problem.size["s"])
+        if extra:
+            red = family.measurement_red(cpu.isa, cpu.l1d_bytes)
+            cands = family.candidates("depthwise", cpu.isa, red) + extra
     return build_catalog(cpu, problem.op, threshold, candidates=cands, settings=settings,
                          precision=problem.precision)
 

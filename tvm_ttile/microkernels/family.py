@@ -82,7 +82,20 @@ def matmul_candidates(isa: ISA, red: int, j_max: int = 6, precision: str = "fp32
             for uj in range(1, j_max + 1) for ui in range(1, b["out_max"] // uj + 1)]
 
 
-def depthwise_candidates(isa: ISA, windows=(1, 3, 5), h_max: int = 2) -> list:
+DEPTHWISE_WINDOWS = (1, 3, 5)  # taps per step of the depthwise catalog every layer draws from
+
+
+def depthwise_window_candidates(isa: ISA, S: int) -> list:
+    """The depthwise microkernels taking a whole row of S taps per step, for a window width that no base tap count
+    but 1 divides (ConvNeXt's 7x7): a scheme's tile of s divides S, so such a layer had only one tap per step, each
+    FMA loading its own input vector (61-65% of the peak). Measured on first use by such a layer, as
+    window_candidates for conv2d."""
+    if S in DEPTHWISE_WINDOWS or S > MAX_WINDOW_UNROLL or any(S % w == 0 for w in DEPTHWISE_WINDOWS if w > 1):
+        return []
+    return depthwise_candidates(isa, windows=(S,))
+
+
+def depthwise_candidates(isa: ISA, windows=DEPTHWISE_WINDOWS, h_max: int = 2) -> list:
     """Depthwise: the accumulators (w x h x k vectors) and one row of the window's weights (s x k vectors) in
     registers. Each step multiplies input vectors by weight vectors, so no broadcast register and a smaller
     tile than conv2d's already keeps the FMA units busy: from half of conv2d's minimum. Measured on a square
