@@ -180,11 +180,13 @@ def append_journal(path: str, *rows) -> None:
         f.write("".join(json.dumps(r) + "\n" for r in rows).encode())
 
 
-def repair_database(work_dir: str) -> int:
+def repair_database(work_dir: str, record_ok=None) -> int:
     """Make a MetaSchedule JSON database in work_dir readable again after a fault: damaged lines of its
     workload and record files are moved to `<file>.damaged` (kept, not lost) with a warning naming file and
     line; records of a damaged workload go with it and the other records' workload indices are renumbered.
-    Returns the number of lines moved (0: the database was sound; then nothing is rewritten)."""
+    `record_ok(workload line, record)`, when given, also sets aside the records it refuses (a trace that does not
+    replay on its workload). Returns the number of lines moved (0: the database was sound; then nothing is
+    rewritten)."""
     wl_path, rec_path = WorkDir(work_dir).workloads, WorkDir(work_dir).records
     workloads, damaged = [], {wl_path: [], rec_path: []}
     renumber = {}  # sound workload index -> its index once the damaged ones are gone
@@ -197,7 +199,8 @@ def repair_database(work_dir: str) -> int:
     records = []
     for i, line in enumerate(_lines(rec_path)):
         value = _pair(line)
-        if value is not None and isinstance(value[0], int) and value[0] in renumber:
+        if (value is not None and isinstance(value[0], int) and value[0] in renumber
+                and (record_ok is None or record_ok(workloads[renumber[value[0]]], value[1]))):
             records.append(line if value[0] == renumber[value[0]] else json.dumps([renumber[value[0]], value[1]]))
         else:
             damaged[rec_path].append((i + 1, line))

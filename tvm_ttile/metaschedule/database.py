@@ -2,6 +2,8 @@
 the records of one workload, fastest first; the best one as a Schedule; the schemes measured."""
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 
@@ -88,9 +90,30 @@ def existing_database(path: str):
     return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
 
 
+def _replays(workload_line: str, record) -> bool:
+    """Whether a record's trace replays on the workload it is filed under (TVM replays every record when it opens
+    a database, and one that does not aborts the whole open)."""
+    try:
+        ms.database.TuningRecord.from_json(record, _workload(workload_line))
+        return True
+    except Exception:  # noqa: BLE001 (TVM raises several kinds; the record is what is wrong)
+        return False
+
+
+@functools.lru_cache(maxsize=64)
+def _workload(line: str):
+    return ms.database.Workload.from_json(json.loads(line))
+
+
 def open_database(work_dir: str):
-    """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered."""
+    """A MetaSchedule JSON database in `work_dir`, with the tvm_ttile intrinsics it uses registered. Damaged lines
+    (an interrupted write) and records that do not replay on their workload are set aside with a warning naming
+    them, not fatal."""
     os.makedirs(work_dir, exist_ok=True)
-    repair_database(work_dir)  # damaged lines (an interrupted write) are set aside with a warning, not fatal
+    repair_database(work_dir)
     register_intrinsics_in(work_dir)
-    return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+    try:
+        return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+    except Exception:  # noqa: BLE001 (TVM does not say which record: each is replayed here)
+        repair_database(work_dir, record_ok=_replays)
+        return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")

@@ -241,6 +241,7 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
     tasks = extract_tasks(mod, ctx)
     if search.winograd if search.winograd is not None else wg.DEFAULT == "on":
         tasks += winograd_tasks(mod, ctx)
+    tasks = [as_recorded(run.database, t) for t in tasks]
     run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
     # Where the whole run is: task i of n, and the time the tasks left should take at the pace so far.
     overall = Progress(len(tasks), "network", unit="task") if progress else Silent()
@@ -261,6 +262,15 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
                              # (a QDQ network's peak is int8's: its convolutions' instruction)
                              cpu_mod.run_peak(ctx.cpu, threads=ctx.threads, precision=ctx.precision)["peak_gflops"],
                              ctx.threads)
+
+
+def as_recorded(database, task):
+    """`task` with the function the work dir's database has recorded for it, when it has one: structurally the
+    same, but its blocks may carry other names (TVM names some after Relax variables), and traces tuned on the
+    task's own names would be filed under the recorded workload, where they do not replay."""
+    if not database.has_workload(task.mod):
+        return task
+    return dataclasses.replace(task, mod=database.commit_workload(task.mod).mod)
 
 
 # Records tried, fastest first, when the fastest fails its check against the untuned function.
