@@ -85,8 +85,9 @@ class _DivisionsAsProducts(relax.PyExprMutator):
         call = super().visit_call_(call)
         if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.divide"):
             return call
-        c = call.args[1]
-        if not isinstance(c, tvm.ir.expr.Constant) or c.value.numpy().size != 1:
+        c, shape = call.args[1], static_shape(call.args[0])
+        # (a scalar numerator, as dynamic quantization's scale (max - min) / 255, costs nothing and stays exact)
+        if not isinstance(c, tvm.ir.expr.Constant) or c.value.numpy().size != 1 or not shape or np.prod(shape) == 1:
             return call
         value, dtype = float(c.value.numpy().reshape(())), str(c.value.numpy().dtype)
         if not dtype.startswith("float") or value == 0 or not np.isfinite(value):
