@@ -18,8 +18,8 @@ ROWS = [
     ("Darknet-19", "Zen 5", 1, "fp32", "in_network_zen5/darknet19_winograd_packed_1thread.md", "winograd_packed"),
     ("ResNet-18", "Zen 5", 2, "fp32", "in_network_zen5/resnet18_winograd_packed_2threads.md", "winograd_packed"),
     ("Darknet-19", "Zen 5", 2, "fp32", "in_network_zen5/darknet19_winograd_packed_2threads.md", "winograd_packed"),
-    ("ConvNeXt-T", "Zen 4", 1, "fp32", "modern_networks_zen4/convnext_tiny_fp32_1thread.md", "tvm_ttile"),
-    ("ViT-B/16", "Zen 4", 1, "fp32", "modern_networks_zen4/vit_b_16_fp32_1thread.md", "tvm_ttile"),
+    ("ConvNeXt-T", "Zen 4", 1, "fp32", "layout_and_softmax_zen4/convnext_tiny_fp32_1thread.md", "tvm_ttile"),
+    ("ViT-B/16", "Zen 4", 1, "fp32", "layout_and_softmax_zen4/vit_b_16_fp32_1thread.md", "tvm_ttile"),
     ("BERT-base", "Zen 4", 1, "fp32", "modern_networks_zen4/bert_base_fp32_1thread.md", "tvm_ttile"),
     ("ShuffleNet-v2", "Zen 4", 1, "fp32", "modern_networks_zen4/shufflenet_v2_x1_0_fp32_1thread.md", "tvm_ttile"),
 ]
