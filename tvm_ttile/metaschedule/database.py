@@ -87,7 +87,7 @@ def existing_database(path: str):
     overlays a build puts before the tuning records (in-network picks, verified replacements)."""
     if not os.path.isfile(os.path.join(path, WorkDir.RECORDS)):
         return None
-    return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+    return _json_database(path)
 
 
 def _replays(workload_line: str, record) -> bool:
@@ -112,8 +112,14 @@ def open_database(work_dir: str):
     os.makedirs(work_dir, exist_ok=True)
     repair_database(work_dir)
     register_intrinsics_in(work_dir)
+    return _json_database(work_dir)
+
+
+def _json_database(path: str):
+    """TVM's JSON database in `path`; when TVM cannot open it (it does not say which record), each record is
+    replayed on its workload and those that fail are set aside with a warning (repair_database)."""
     try:
-        return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
-    except Exception:  # noqa: BLE001 (TVM does not say which record: each is replayed here)
-        repair_database(work_dir, record_ok=_replays)
-        return ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+        return ms.database.JSONDatabase(work_dir=path, module_equality="structural")
+    except Exception:  # noqa: BLE001 (TVM raises several kinds)
+        repair_database(path, record_ok=_replays)
+        return ms.database.JSONDatabase(work_dir=path, module_equality="structural")

@@ -10,7 +10,6 @@ import shutil
 import statistics
 import time
 
-import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm_ffi import structural_hash
 

@@ -13,14 +13,11 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te
 
+from ..operators.base import _padded
 from .bindings import binding_of, mutate_functions, static_shape
 
 # Padding may add at most this share of the columns (197 -> 208 adds 6%, 10 -> 16 would add 60%).
 MAX_PADDING = 0.5
-
-
-def _padded(n: int, lanes: int) -> int:
-    return -(-n // lanes) * lanes
 
 
 def _swapped_last(call) -> bool:

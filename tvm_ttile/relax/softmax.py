@@ -13,6 +13,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax, te, topi
 
+from ..operators.base import _padded
 from .bindings import mutate_functions, static_shape
 
 
@@ -20,7 +21,7 @@ def padded_softmax(x, lanes: int):
     """TE: softmax of x along its last axis (fast_exp, as FastMathTransform's), the rows padded to whole vectors
     of `lanes` in the function."""
     *rows, n = (int(d) for d in x.shape)
-    width = -(-n // lanes) * lanes
+    width = _padded(n, lanes)
     low = tvm.tirx.min_value(x.dtype)
     row_pad = te.compute((*rows, width), lambda *i: te.if_then_else(
         i[-1] < n, x[(*i[:-1], te.min(i[-1], n - 1))], low), name="row_pad")
