@@ -35,3 +35,13 @@ def in_another_process(module: str, call: str):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "7", "PATH": ""}, cwd=str(Path(__file__).resolve().parents[1]))
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def blocked_weights(lowered) -> bool:
+    """Whether a lowered kernel (lowering.Lowered) reads its constant weights in the blocked layout
+    (packing.pack_weights): its region's intrinsic is a packed variant, and the packing is a copy marked as
+    build-time preprocessing."""
+    from tvm_ttile.microkernels.intrin import parse_suffix
+    from tvm_ttile.packing import LAYOUT_REWRITE
+
+    return parse_suffix(lowered.intrinsics[0])[1] > 0 and LAYOUT_REWRITE in str(lowered.sch.mod)

@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from kernels import blocked_weights
 from tvm_ttile import bfloat16
 from tvm_ttile import cpu as cpu_mod
 from tvm_ttile.context import Context
@@ -108,6 +109,7 @@ def _drawn_schemes_match(ops, kept_of, threads) -> int:
                 continue
             for scheme in make_sampler(sampler, seed=n).sample_many(space, 2):
                 lowered = lower(problem, scheme, op.prim_func(HOST.lanes), threads=threads)
+                assert blocked_weights(lowered), scheme.text
                 got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
                 assert _close(got, ref), (op, scheme.text)
                 checked += 1

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from kernels import blocked_weights
 from tvm_ttile import cpu as cpu_mod
 from tvm_ttile.context import Context
 from tvm_ttile.errors import ShapeError, TTileError, UnsupportedISAError
@@ -152,6 +153,7 @@ def _drawn_schemes_match(ops, kept, threads) -> int:
             for scheme in make_sampler(sampler, seed=n).sample_many(space, 2):
                 assert all(size % 4 == 0 for size in space.reuse_sizes(space.choices[0]))
                 lowered = lower(problem, scheme, op.prim_func(HOST.lanes), threads=threads)
+                assert blocked_weights(lowered), scheme.text
                 got, ref = run_against_reference(op, lowered.sch.mod, target, seed=n)
                 assert np.array_equal(got, ref), (op, scheme.text)
                 checked += 1

@@ -145,9 +145,8 @@ def lower(problem: Problem, scheme: Scheme, func, *, threads: int = 1, prepack: 
     op = problem.op
     npar = len(scheme.parallel_levels)
     prefetch = WEIGHT_PREFETCH[op] if options.prefetch is None else options.prefetch
-    # (reduced-precision weights come in their instruction's layout, packed by the operator: nothing to pack)
-    packed = pack_weights(sch, block, op, pack_block(problem, scheme), one_d) \
-        if prepack and get_precision(problem.precision).packs_weights else 0
+    packed = pack_weights(sch, block, op, pack_block(problem, scheme), one_d,
+                          get_precision(problem.precision).group) if prepack else 0
     # Batch loops (a batch matmul's batch, a grouped conv2d's groups) stay outermost, above every level of the
     # scheme; with a Par level they join the parallel loop (independent instances: more chunks, one fork).
     *batch_loops, = sch.get_loops(block)[:-len(BLOCK_DIMS[op])]

@@ -131,9 +131,6 @@ class Precision:
     accumulator: str
     group: int  # consecutive reduction elements one instruction folds into an accumulator lane
     dots: tuple  # DotProducts that compute it, the preferred first
-    # Whether lowering packs the weights (fp32's blocked layout, packing.pack_weights); a grouped precision's
-    # weights come packed in its instruction's layout by the operator instead.
-    packs_weights: bool = True
     # Whether a scheme may pad a dimension (Pad, through TVM's pad_einsum: it refuses int8's widening product)
     pads: bool = True
     # How far a whole network built in it may be from another build of it (tuned against untuned), over the
@@ -192,10 +189,10 @@ PRECISIONS = {
     "fp32": Precision("fp32", "float32", "float32", "float32", 1, tuple(FMA.values())),
     # u8 activations x s8 weights -> s32, as ONNX Runtime's and NNCF's QDQ models hold them
     "int8": Precision("int8", "uint8", "int8", "int32", 4, (VNNI_512, VNNI_256, PMADD_512, PMADD_256),
-                      packs_weights=False, pads=False),
+                      pads=False),
     # bf16 activations and weights (their bits in uint16) -> fp32
-    "bf16": Precision("bf16", "uint16", "uint16", "float32", 2, (BF16_512, BF16_256), packs_weights=False,
-                      pads=False, network_tolerance=2 ** -7),
+    "bf16": Precision("bf16", "uint16", "uint16", "float32", 2, (BF16_512, BF16_256), pads=False,
+                      network_tolerance=2 ** -7),
 }
 
 

@@ -79,7 +79,7 @@ def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed
                 with T.sblock("root"):
                     T.reads(full(C), full(A), full(B))
                     T.writes(full(C))
-                    A, B, C = intrin.views(A, B, C, packed, one_d)
+                    A, B, C = intrin.views(region, A, B, C, packed, one_d)
                     if ext is not None:
                         _emit_partial(problem, sub, ext, A, B, C, prefetch)
                     else:

@@ -124,9 +124,7 @@ def _operator(args):
 
     from ..operators import at_precision
 
-    if args.precision != "fp32" and args.prepack:
-        raise TTileError(f"--prepack is for fp32: {args.precision} weights arrive packed in their instruction's "
-                         "layout")
+    # (a reduced precision's weights are always constants, packed at build time: --prepack changes nothing)
     return at_precision(dataclasses.replace(_shape(args), prepack=args.prepack), args.precision)
 
 

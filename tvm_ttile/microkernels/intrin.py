@@ -13,7 +13,6 @@ import re
 import tvm
 import tvm.tirx as tir
 from tvm.s_tir import TensorIntrin
-from tvm.sym.analyzer import Analyzer
 from tvm.script.ir_builder import IRBuilder
 from tvm.tirx.script import builder as T
 
@@ -22,6 +21,7 @@ from ..precision import get as get_precision
 from . import intrin_dot
 from .spec import Microkernel
 from .no_init import skip_init
+from .packed import packed_shape, weights
 
 # The microkernel code of each reduced precision (its buffers, description and emission); fp32's is this module's.
 REDUCED_FORMS = {"int8": intrin_dot, "bf16": intrin_dot}
@@ -79,27 +79,6 @@ def parse_suffix(name: str) -> tuple:
     return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), bool(m.group(4)), bool(m.group(5))
 
 
-class PackedWeights:
-    """The weight tile in the blocked layout lowering packs constant weights into (pack_weights): the vector
-    dimension k (conv2d) / j (matmul) becomes (k // block, ..., k % block), block = the microkernel's vector
-    extent, so that the microkernel reads one contiguous stream along the reduction. Indexed with the
-    unpacked indices."""
-
-    def __init__(self, buf, block: int):
-        self.buf, self.block = buf, block
-
-    def _at(self, idx):
-        analyzer, v = Analyzer(), tir.const(idx[-1], "int32") if isinstance(idx[-1], int) else idx[-1]
-        return [analyzer.simplify(tir.floordiv(v, self.block)), *idx[:-1],
-                analyzer.simplify(tir.floormod(v, self.block))]
-
-    def __getitem__(self, idx):
-        return self.buf[tuple(self._at(list(idx)))]
-
-    def vload(self, idx, dtype):
-        return self.buf.vload(self._at(list(idx)), dtype)
-
-
 class OneD:
     """A 1-d convolution's 3-d buffer indexed as its conv2d (height 1) counterpart: the index at `drop` (h of
     the input and output, r of the weights; always 0) is left out."""
@@ -124,21 +103,13 @@ def store(buf, value, idx) -> None:
     T.buffer_store(buf, value, idx)
 
 
-def views(A, B, C, packed: int = 0, one_d: bool = False) -> tuple:
-    """The tile's buffers as the microkernel code indexes them: weights through their packed layout, a 1-d
-    convolution's buffers as the 2-d operator's (the same indices drop for conv2d and depthwise)."""
+def views(mk: Microkernel, A, B, C, packed: int = 0, one_d: bool = False) -> tuple:
+    """The tile's buffers as `mk`'s code indexes them: weights through their packed layout (a dot-product
+    precision's with its group innermost), a 1-d convolution's buffers as the 2-d operator's (the same indices
+    drop for conv2d and depthwise)."""
     if one_d:  # packed weights lead with the vector blocks: their r comes second
         A, B, C = OneD(A, 1), OneD(B, 1 if packed else 0), OneD(C, 1)
-    return A, weights(B, packed), C
-
-
-def packed_shape(shape, block: int) -> tuple:
-    """The packed layout of an unpacked weight shape (vector dimension last)."""
-    return (shape[-1] // block, *shape[:-1], block)
-
-
-def weights(B, packed: int):
-    return PackedWeights(B, packed) if packed else B
+    return A, weights(B, packed, mk.precision in REDUCED_FORMS), C
 
 
 def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool = False):
@@ -188,11 +159,11 @@ def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_
                 T.reads(full(C), full(A), full(B))
                 T.writes(full(C))
                 if impl:
-                    emit(mk, *views(A, B, C, packed, one_d), {}, prefetch, zero_start)
+                    emit(mk, *views(mk, A, B, C, packed, one_d), {}, prefetch, zero_start)
                 elif mk.precision in REDUCED_FORMS:
-                    REDUCED_FORMS[mk.precision].desc_body(mk, A, B, C, loop_nest(mk))
+                    REDUCED_FORMS[mk.precision].desc_body(mk, *views(mk, A, B, C, packed), loop_nest(mk))
                 else:
-                    _desc_body(mk, *views(A, B, C, packed, one_d))
+                    _desc_body(mk, *views(mk, A, B, C, packed, one_d))
     return ib.get()
 
 
@@ -238,8 +209,8 @@ def _desc_body(mk, A, B, C):
 
 def tile_buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool = False):
     """The buffers of one tile of `mk` (of any precision), as its intrinsic and the tails that hold it declare them."""
-    if mk.precision in REDUCED_FORMS:  # (its weights come in the instruction's layout: no variants)
-        return REDUCED_FORMS[mk.precision].buffers(mk, params, impl)
+    if mk.precision in REDUCED_FORMS:  # (weights in the instruction's layout, packed or not; no 1-d variant)
+        return REDUCED_FORMS[mk.precision].buffers(mk, params, impl, packed)
     return _buffers(mk, params, impl, packed, one_d)
 
 
@@ -337,9 +308,8 @@ def register(mk: Microkernel, packed: int = 0, prefetch: int = 0, zero_start: bo
     prefetching its weights that many reduction steps ahead; `zero_start`: the variant whose accumulators
     start at zero (emit_microkernel); `one_d`: the variant over a 1-d convolution's buffers (ONE_D)."""
     name = mk.name + variant_suffix(packed, prefetch, zero_start, one_d)
-    if mk.precision in REDUCED_FORMS and (packed or prefetch or one_d):
-        raise TTileError(f"{mk.text}: {mk.precision} microkernels read weights in the instruction's layout, "
-                         "with no prepacked, prefetching or 1-d variant")
+    if mk.precision in REDUCED_FORMS and (prefetch or one_d):
+        raise TTileError(f"{mk.text}: {mk.precision} microkernels have no prefetching or 1-d variant")
     if TensorIntrin.get(name, allow_missing=True) is None:
         mk.check_registers()
         TensorIntrin.register(name, _func(mk, False, packed, one_d=one_d),

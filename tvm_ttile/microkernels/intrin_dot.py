@@ -3,7 +3,8 @@
 
 The weights are in the layout the instruction reads, the reduction's groups of g (4 for int8, 2 for bf16) innermost:
 `[k/g, j, g]` for a matmul (operators.QMatmul), `[r, s, c/g, k, g]` for a conv2d (operators.QConv2d), packed once at
-build time. The g reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns'
+build time; where lowering blocks constant weights (packing.pack_weights), the vector dimension's blocks lead
+(packed.py), the code indexing them through a view. The g reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns'
 groups. Each reduction step broadcasts a row's g activations (one 32-bit scalar: g consecutive k of a matmul row, g
 consecutive channels of a conv2d input pixel) to every lane and adds the 16 g-element dot products into the row's
 accumulators, which stay in registers for the whole reduction loop, as in the fp32 microkernels (intrin.py).
@@ -15,12 +16,13 @@ import tvm.tirx as tir
 from tvm.tirx.script import builder as T
 
 from ..precision import get as get_precision
+from .packed import packed_shape
 
 
-def buffers(mk, params, impl: bool):
+def buffers(mk, params, impl: bool, packed: int = 0):
     """One tile's buffers (the implementation binds the row strides, symbolic): a matmul's A [i, red] u8,
     B [red/4, j, 4] s8, C [i, j] s32; a conv2d's input [1, ih, iw, red], weights [r, s, red/4, k, 4], output
-    [1, h, w, k]."""
+    [1, h, w, k]. With `packed` (a block size), the weights in the blocked layout (packed.packed_shape)."""
     p = get_precision(mk.precision)
     u = dict(mk.unroll)
     kv = mk.tile[mk.family["vector"]]
@@ -30,6 +32,8 @@ def buffers(mk, params, impl: bool):
         shapes = [(1, ih, iw, mk.red), (u["r"], u["s"], mk.red // p.group, kv, p.group), (1, u["h"], u["w"], kv)]
     else:
         shapes = [(u["i"], mk.red), (mk.red // p.group, kv, p.group), (u["i"], kv)]
+    if packed:
+        shapes[1] = packed_shape(shapes[1], packed, grouped=True)
     out = []
     for param, shape, dtype in zip(params, shapes, (p.activation, p.weight, p.accumulator)):
         strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None

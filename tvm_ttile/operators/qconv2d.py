@@ -44,7 +44,9 @@ class QConv2d(_Operator):
     # bf16: the input arrives in fp32 and is rounded to bf16 in the kernel's input copy (a network's activations)
     float_input: bool = False
     weight_limit: int = 128  # int8: the largest |weight| (as QMatmul's)
-    prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
+    # the weights are constants (_prim_func marks them layout-free), given in the instruction's layout
+    # (pack_weights) and blocked by lowering at build time (packing.pack_weights)
+    prepack = True
 
     def __post_init__(self):
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,

@@ -34,7 +34,9 @@ class QMatmul(_Operator):
     # int8: the largest |weight| (64 on a CPU without VNNI, whose instruction sums only those exactly:
     # precision.PairedDotProduct); random weights are drawn within it, and larger ones refused
     weight_limit: int = 128
-    prepack = False  # the weights arrive packed (pack_weights), in the layout the microkernels read
+    # the weights are constants (_prim_func marks them layout-free), given in the instruction's layout
+    # (pack_weights) and blocked by lowering at build time (packing.pack_weights)
+    prepack = True
 
     def __post_init__(self):
         check_positive(M=self.M, N=self.N, K=self.K)
