@@ -279,3 +279,14 @@ def test_tuning_an_int8_conv2d_verifies_it_exactly(tmp_path):
     kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 64, precision="int8", dot=TAG, w=3, k=1)]
     res = tune(op, trials=3, kept=kept, work_dir=str(tmp_path / "c"), progress=False)
     assert res.verified and res.max_abs_error == 0.0 and res.gflops > 0
+
+
+@needs_int8
+def test_a_zero_trial_int8_pick_is_built_for_its_instruction_and_rated_against_its_peak(small_catalog):
+    """`tune --strategy model --trials 0`: the top-ranked scheme built with the int8 instruction's target,
+    verified exactly, its rate a share of the int8 peak (not fp32's)."""
+    from tvm_ttile.tune import tune
+
+    res = tune(QMatmul(M=29, N=48, K=64, weight_limit=LIMIT), trials=0, strategy="model", progress=False)
+    assert res.verified and res.max_abs_error == 0.0
+    assert res.peak_gflops == cpu_mod.run_peak(HOST, precision="int8")["peak_gflops"]

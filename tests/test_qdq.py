@@ -255,7 +255,7 @@ def test_dynamically_quantized_matmuls_become_int8_tasks_and_equal_onnxruntime(t
 
 
 def test_agreement_with_the_fp32_model_counts_top1_and_relative_error():
-    from tvm_ttile.network.fidelity import against_fp32
+    from tvm_ttile.network.fidelity import against_fp32, format_lines
 
     weights = np.random.default_rng(3).standard_normal((12, 5))
     fp32 = lambda x: x.reshape(1, -1) @ weights  # noqa: E731
@@ -266,6 +266,11 @@ def test_agreement_with_the_fp32_model_counts_top1_and_relative_error():
                                          "median_error_over_scale": 0.0}
     assert result["systems"]["flipped"]["top1_agreement"] == 0.0
     assert result["systems"]["flipped"]["max_error_over_scale"] == pytest.approx(2.0)
+    tokens = lambda x: fp32(x).reshape(1, 1, 5)  # noqa: E731 - [batch, tokens, features]: no class to agree on
+    result = against_fp32({"same": tokens}, tokens, (1, 12), inputs=3)
+    assert result["systems"]["same"]["top1_agreement"] is None
+    line, = format_lines(result, "m.onnx")
+    assert "top-1" not in line and "same error / scale median 0.000" in line
 
 
 @pytest.mark.parametrize("kind", ["residual", "dense"])

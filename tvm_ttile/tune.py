@@ -171,12 +171,14 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     from .space import Problem, Space
     from .strategies import make_strategy
 
+    from .context import Context
+
     start = time.time()
-    cpu = cpu or cpu_mod.detect_host()
-    cpu_mod.check_runs_here(cpu)
-    cpu_mod.use_threads(threads)
+    ctx = Context.make(cpu=cpu, threads=threads, precision=operator.precision)  # (one-line refusals)
+    cpu = ctx.cpu
+    ctx.check_runs_here()
     cpu_tensor_intrinsics_only()
-    target = cpu.target(threads)
+    target = ctx.target  # with the precision's instruction (VNNI, AVX512_BF16)
     mod = tvm.IRModule({"main": operator.prim_func(cpu.lanes)})
     problem = Problem.from_operator(operator, cpu.lanes, cpu.isa.name, tag_for(operator.precision, cpu))
     catalog = catalog_for(cpu, problem)
@@ -200,7 +202,7 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     if m.error:
         raise TTileError(f"the top-ranked scheme {scheme.text} failed to run: {m.error}")
     gflops = operator.flops / statistics.median(m.seconds) / 1e9
-    peak = cpu_mod.run_peak(cpu, threads=threads)["peak_gflops"]
+    peak = cpu_mod.run_peak(cpu, threads=threads, precision=operator.precision)["peak_gflops"]
     return TuneResult(operator.name or repr(operator), gflops, 100 * gflops / peak, peak, scheme.text, 0, 0,
                       chosen_seconds, verified, err, threads, failures, notes,
                       scheme.parallel_balance(threads, problem.batch), [], "")

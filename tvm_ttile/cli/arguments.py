@@ -107,7 +107,8 @@ CONFIRM_HELP = ("after tuning, time the N fastest candidates of each task again 
                 "keep the fastest then: one slow repeat can bury a good candidate on a shared machine (default 3, or "
                 "$TVM_TTILE_CONFIRM_TOP; 0: off; the TVM baselines get the same)")
 PREPACK_HELP = ("weights are constants, as in a network: the tuned kernel may read them packed once at build "
-                "time, and timing leaves that packing out (tvm_ttile, MetaSchedule and the templates)")
+                "time, and timing leaves that packing out (tvm_ttile, MetaSchedule and the templates); int8 and "
+                "bf16 weights always are")
 
 
 def add_precision_arg(p, what: str) -> None:

@@ -17,7 +17,7 @@ from .. import cpu as cpu_mod
 from .. import limits
 from ..cache import measuring, read_json, write_json
 from ..errors import TTileError
-from ..precision import tag_for
+from ..precision import get as get_precision, tag_for
 from .spec import FAMILIES, Microkernel
 
 DEFAULT_THRESHOLD = 0.80  # the paper keeps microkernels at >= 80% of peak
@@ -202,9 +202,9 @@ def rethreshold(cpu, op, path=None, precision: str = "fp32") -> dict | None:
         cat = Catalog.from_json(old)
         cat.peak_gflops, cat.entries = peak, _against(old["entries"], peak)
         write_json(path, cat.to_json())
-        log.warning("the %s catalog is re-thresholded against the %.1f GFLOPS peak (it was measured against %.1f): "
-                    "%d microkernels kept instead of %d, none measured again", op, peak, old["peak_gflops"],
-                    len(cat.kept), was)
+        log.warning("the %s catalog is re-thresholded against the %.1f %s %s peak (it was measured against %.1f): "
+                    "%d microkernels kept instead of %d, none measured again", op, peak,
+                    get_precision(precision).unit, precision, old["peak_gflops"], len(cat.kept), was)
         old = read_json(path)
     _report_entries(op, old["entries"], peak)
     return old
