@@ -12,7 +12,7 @@ from tvm_ttile.evaluation import md_table, provenance
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 # (network, machine, threads, precision, results file, the build shown): each file times its builds and ONNX
-# Runtime side by side in one run.
+# Runtime side by side in one run, at the same precision.
 ROWS = [
     ("ResNet-18", "Zen 5", 1, "fp32", "in_network_zen5/resnet18_winograd_packed_1thread.md", "winograd_packed"),
     ("Darknet-19", "Zen 5", 1, "fp32", "in_network_zen5/darknet19_winograd_packed_1thread.md", "winograd_packed"),
@@ -22,6 +22,9 @@ ROWS = [
     ("ViT-B/16", "Zen 4", 1, "fp32", "layout_and_softmax_zen4/vit_b_16_fp32_1thread.md", "tvm_ttile"),
     ("BERT-base", "Zen 4", 1, "fp32", "modern_networks_zen4/bert_base_fp32_1thread.md", "tvm_ttile"),
     ("ShuffleNet-v2", "Zen 4", 1, "fp32", "modern_networks_zen4/shufflenet_v2_x1_0_fp32_1thread.md", "tvm_ttile"),
+    # a quantized model against ONNX Runtime's int8 on the same QDQ file
+    ("ResNet-18", "Zen 4", 1, "int8", "dot_blocked_zen4/resnet18_int8_1thread.md", "tvm_ttile"),
+    ("MobileNet-v2", "Zen 4", 1, "int8", "dot_blocked_zen4/mobilenet_v2_int8_1thread.md", "tvm_ttile"),
 ]
 
 
@@ -76,7 +79,7 @@ def main() -> None:
     for b, r in zip(bars, ratios):
         ax.text(b.get_x() + b.get_width() / 2, r + 0.01, f"{r:.2f}x", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(points)), labels, fontsize=7)
-    ax.set_ylabel("tvm_ttile latency / ONNX Runtime's")
+    ax.set_ylabel("tvm_ttile latency / ONNX Runtime's\n(same precision)", fontsize=8)
     ax.set_ylim(0, 1.15)
     ax.set_title("Whole networks, batch 1, each system in its own process (lower is faster)", fontsize=9)
     fig.tight_layout()
