@@ -67,7 +67,7 @@ WEIGHT_INDICES = {op: layouts[1] for op, layouts in LAYOUTS.items()}  # the layo
 
 
 def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int = 1) -> int:
-    """Give the microkernels their weights in the blocked layout of intrin.packed_shape (one contiguous stream
+    """Give the microkernels their weights in the blocked layout of packed.packed_shape (one contiguous stream
     along the reduction instead of rows strided by K, which also share cache sets when the stride is a power
     of two), where that costs nothing at run time or is a copy the function makes anyway:
     - weights the function marks layout-free (constants: Relax's AttachAttrLayoutFreeBuffers) are prepacked:

@@ -4,10 +4,11 @@
 The weights are in the layout the instruction reads, the reduction's groups of g (4 for int8, 2 for bf16) innermost:
 `[k/g, j, g]` for a matmul (operators.QMatmul), `[r, s, c/g, k, g]` for a conv2d (operators.QConv2d), packed once at
 build time; where lowering blocks constant weights (packing.pack_weights), the vector dimension's blocks lead
-(packed.py), the code indexing them through a view. The g reduction elements of one output column are adjacent, so one 64-byte load gives 16 columns'
-groups. Each reduction step broadcasts a row's g activations (one 32-bit scalar: g consecutive k of a matmul row, g
-consecutive channels of a conv2d input pixel) to every lane and adds the 16 g-element dot products into the row's
-accumulators, which stay in registers for the whole reduction loop, as in the fp32 microkernels (intrin.py).
+(packed.py), the code indexing them through a view. The g reduction elements of one output column are adjacent, so
+one 64-byte load gives 16 columns' groups. Each reduction step broadcasts a row's g activations (one 32-bit scalar:
+g consecutive k of a matmul row, g consecutive channels of a conv2d input pixel) to every lane and adds the 16
+g-element dot products into the row's accumulators, which stay in registers for the whole reduction loop, as in the
+fp32 microkernels (intrin.py).
 `red` counts reduction elements (a multiple of g); a conv2d's c is not unrolled (each step takes a group).
 """
 from __future__ import annotations

@@ -38,7 +38,9 @@ def against_fp32(systems: dict, fp32_run, input_shape, *, inputs: int = FP32_INP
 def format_lines(result: dict, fp32_source: str) -> list:
     """The report's lines for `against_fp32`'s result."""
     return [f"Against the fp32 model ({fp32_source}, {result.get('reference', 'its untuned TVM build')}) over {result['inputs']} random inputs: "
-            + "; ".join(f"{name} " + (f"top-1 {100 * v['top1_agreement']:.0f}% agree, "
-                                      if v["top1_agreement"] is not None else "")
-                        + f"error / scale median {v['median_error_over_scale']:.3f}, max {v['max_error_over_scale']:.3f}"
-                        for name, v in result["systems"].items()) + "."]
+            + "; ".join(f"{name} " + _system_line(v) for name, v in result["systems"].items()) + "."]
+
+
+def _system_line(v: dict) -> str:
+    top1 = f"top-1 {100 * v['top1_agreement']:.0f}% agree, " if v["top1_agreement"] is not None else ""
+    return f"{top1}error / scale median {v['median_error_over_scale']:.3f}, max {v['max_error_over_scale']:.3f}"
