@@ -82,7 +82,7 @@ def test_a_halved_peak_is_revised_by_the_next_run_and_the_catalog_rethresholded_
         cat = catalog_mod.build_catalog(host, "conv2d", candidates=mks)
     assert [mk.text for mk in cat.kept] == [mk.text for mk in mks[:2]]
     assert cat.peak_gflops == true_peak and max(e["percent_of_peak"] for e in cat.entries) == pytest.approx(90.0)
-    assert "re-thresholded against the 100.0 GFLOPS peak (it was measured against 50.0): 2 microkernels kept " \
+    assert "re-thresholded against the 100.0 GFLOPS fp32 peak (it was measured against 50.0): 2 microkernels kept " \
            "instead of 4, none measured again" in caplog.text
     stored = json.loads(catalog_mod.catalog_path(host, "conv2d").read_text())
     assert stored["peak_gflops"] == true_peak and len(stored["kept"]) == 2
