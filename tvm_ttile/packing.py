@@ -4,9 +4,8 @@ constants, by the copy the function makes anyway otherwise)."""
 from __future__ import annotations
 
 import tvm
-from tvm.sym.analyzer import Analyzer
 
-from .recognize import CANONICAL as BLOCK_DIMS, LAYOUTS, ONE_D_LAYOUTS
+from .recognize import CANONICAL as BLOCK_DIMS, LAYOUTS, ONE_D_LAYOUTS, ungrouped
 from .scheme import Scheme, U
 from .space import Problem
 
@@ -79,9 +78,9 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int
       its plain loop variables (the only copy MetaSchedule can split off as preprocessing), else at each call,
       timed with the function.
     Only weights read in place as WEIGHT_INDICES (after a batch matmul's batch indices, each instance packed on
-    its own; a 1-d convolution's as ONE_D_LAYOUTS), or, with `group` > 1 (a dot-product precision), as
-    GROUPED_INDICES: constants the operator has put in its instruction's layout, blocked with the group kept
-    innermost. Returns the block size, 0 when nothing was packed."""
+    its own; a 1-d convolution's as ONE_D_LAYOUTS), or, with `group` > 1 (a dot-product precision), so in
+    its instruction's layout (recognize.ungrouped): constants the operator gave in that layout, blocked with the
+    group kept innermost. Returns the block size, 0 when nothing was packed."""
     func = sch.mod["main"]
     stmt = sch.get(block)
     ivs = dict(zip(BLOCK_DIMS[op], (iv.var for iv in stmt.iter_vars[-len(BLOCK_DIMS[op]):])))
@@ -91,17 +90,13 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int
     lead = batch if op == "matmul" else []
     indices = ONE_D_LAYOUTS[op][1] if one_d else WEIGHT_INDICES[op]
     want = len(lead) + len(indices)
-    loads = list(reversed(_loads(stmt.body.value)))  # the weights are the last operand
-    if group > 1:
-        load = next((ld for ld in loads if _grouped_load(ld, GROUPED_INDICES.get(op, ()), ivs, group)), None)
-        if load is None or batch or one_d:
-            return 0
-    else:
-        load = next((ld for ld in loads if len(ld.indices) == want
-                     and all(i.same_as(v) for i, v in zip(ld.indices, lead))
-                     and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], indices))), None)
-        if load is None or len(lead) > 2:
-            return 0
+    # the weights are the last operand; a dot-product precision's read as the W[.., k, j] they hold
+    loads = [ld if group == 1 else ungrouped(ld) for ld in reversed(_loads(stmt.body.value))]
+    load = next((ld for ld in loads if ld is not None and len(ld.indices) == want
+                 and all(i.same_as(v) for i, v in zip(ld.indices, lead))
+                 and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], indices))), None)
+    if load is None or len(lead) > 2 or (group > 1 and (batch or one_d)):
+        return 0
     reads = stmt.reads
     index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))
     params = list(func.params)
@@ -130,27 +125,13 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int
                (0, 2): lambda k, j: (j // size, k, j % size),  # matmul
                (1, 2): lambda b, k, j: (b, j // size, k, j % size),  # batch matmul
                (2, 2): lambda a, b, k, j: (a, b, j // size, k, j % size)}
-    grouped = {"conv2d": lambda r, s, c, k, g: (k // size, r, s, c, k % size, g),
-               "matmul": lambda k, j, g: (j // size, k, j % size, g)}
-    sch.transform_layout(block, ("read", index), grouped[op] if group > 1 else blocked[len(lead), len(indices)])
+    plain = blocked[len(lead), len(indices)]
+    # a dot-product precision's group stays innermost, after the block
+    grouped = {2: lambda a, b, g: (*plain(a, b), g), 4: lambda a, b, c, d, g: (*plain(a, b, c, d), g)}
+    sch.transform_layout(block, ("read", index), grouped[len(indices)] if group > 1 else plain)
     if copy is not None:
         _write_in_order(sch, copy, size, len(lead))
     return size
-
-
-# A dot-product precision's weights as its operators read them (operators.QMatmul, QConv2d): the reduction
-# dimension r as (r // g, r % g), the group last: (dim, part) per index, part None for a plain index.
-GROUPED_INDICES = {"matmul": (("k", "div"), ("j", None), ("k", "mod")),
-                   "conv2d": (("r", None), ("s", None), ("c", "div"), ("k", None), ("c", "mod"))}
-
-
-def _grouped_load(load, layout, ivs, group: int) -> bool:
-    """Whether `load` reads the weights in `layout` (GROUPED_INDICES) at the block's iteration variables `ivs`."""
-    if len(load.indices) != len(layout) or not layout:
-        return False
-    same = Analyzer().can_prove_equal
-    parts = {"div": tvm.tirx.floordiv, "mod": tvm.tirx.floormod}
-    return all(same(i, parts[part](ivs[d], group) if part else ivs[d]) for i, (d, part) in zip(load.indices, layout))
 
 
 def _indexes(expr, var, batch) -> bool:

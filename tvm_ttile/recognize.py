@@ -169,7 +169,7 @@ class _Grouped:
     indices: tuple
 
 
-def _ungrouped(load):
+def ungrouped(load):
     """`load` as `_Grouped` when it reads W[k // g, j, k % g] (one iterator k, a constant g), else None."""
     idx = list(load.indices)
     if len(idx) < 3 or type(idx[-3]).__name__ != "FloorDiv" or type(idx[-1]).__name__ != "FloorMod":
@@ -216,8 +216,8 @@ def recognize_block(stmt) -> Contraction | str:
     if precision != "fp32":  # the weights (int8's signed operand; bf16's grouped one) in the instruction's layout
         weights = next((ld for ld in (x, y) if str(ld.source.dtype) == "int8"), None)
         if weights is None:
-            weights = next((ld for ld in (y, x) if _ungrouped(ld) is not None), y)
-        grouped = _ungrouped(weights)
+            weights = next((ld for ld in (y, x) if ungrouped(ld) is not None), y)
+        grouped = ungrouped(weights)
         if grouped is None:
             return (f"block {name!r}: {precision} weights must be read in the dot-product layout "
                     "W[k // g, j, k % g] (operators.QMatmul.pack_weights)")
