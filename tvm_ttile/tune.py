@@ -34,7 +34,7 @@ from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsi
                            prepare_logging, records_of, schedule_of)
 from .operators import run_against_reference
 from .progress import Progress
-from .precision import get as get_precision, tag_for
+from .precision import tag_for
 from .scheme import Scheme
 from .workdir import WorkDir, append_journal, claim, read_journal, work_key
 
@@ -320,7 +320,7 @@ def verify(operator, mod, target, rtol: float = 1e-3) -> tuple:
     integer precision's result must equal it)."""
     got, ref = run_against_reference(operator, mod, target)
     err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
-    if get_precision(operator.precision).exact:
+    if operator.exact:
         return bool(err == 0), err
     scale = float(np.max(np.abs(ref))) or 1.0
     return bool(np.isfinite(err) and err <= rtol * scale), err

@@ -9,11 +9,12 @@ from .conv1d import Conv1d, Depthwise1d
 from .conv2d import Conv2d, Depthwise
 from .matmul import BatchMatmul, Matmul
 from .qconv2d import QConv2d
+from .qdepthwise import QDepthwise
 from .qmatmul import QMatmul
 from .shapes import (OPERATORS, QUANTIZED, SHAPE_FIELDS, at_precision, conv2d_layers, get_layer, kind_of, load_shapes,
                      matmul_shapes)
 
 __all__ = ["OPERATORS", "QUANTIZED", "SHAPE_FIELDS", "BatchMatmul", "Conv1d", "Conv2d", "Depthwise", "Depthwise1d",
-           "Matmul", "QConv2d", "QMatmul", "at_precision",
+           "Matmul", "QConv2d", "QDepthwise", "QMatmul", "at_precision",
            "conv1d_nwc_reference", "conv2d_layers", "conv2d_nhwc_reference", "get_layer", "kind_of", "load_shapes",
            "matmul_shapes", "normalize_pad", "run_against_reference", "weights_for"]

@@ -11,10 +11,18 @@ class _Operator:
     """What every operator does alike: its PrimFunc from its TE definition (`te`), and its constant weights
     padded to the shape that function takes."""
     groups = 1  # independent convolutions in one (Conv2d's field; 1 for every other operator)
-    precision = "fp32"  # what it multiplies (precision.PRECISIONS; QMatmul's field)
+    precision = "fp32"  # what its microkernels multiply (precision.PRECISIONS; QMatmul's field)
+    data_precision = property(lambda self: self.precision)  # what its operands hold (QDepthwise: int8 in fp32)
 
     def prim_func(self, vector_lanes: int | None = None):
         return _prim_func(self, vector_lanes)
+
+    @property
+    def exact(self) -> bool:
+        """An integer result: it must equal its reference, not approach it."""
+        from ..precision import get as get_precision
+
+        return get_precision(self.precision).exact
 
     def constant_weights(self, weights, shape):
         """Weights padded with zeros to `shape` (whole vectors), as a network's build pads them."""

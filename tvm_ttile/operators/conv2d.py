@@ -178,18 +178,33 @@ class Depthwise(_Operator):
         from tvm import te
 
         cp = _padded(self.C, vector_lanes)
-        inp = te.placeholder((self.N, self.H, self.W, self.C), self.dtype, name="I")
-        wgt_in = te.placeholder((self.R, self.S, cp if self.prepack else self.C), self.dtype, name="W")
-        wgt = wgt_in if cp == self.C or self.prepack else te.compute(
+        inp = te.placeholder((self.N, self.H, self.W, self.C), self.input_dtype, name="I")
+        wgt = te.placeholder((self.R, self.S, cp if self.prepack else self.C), self.dtype, name="W")
+        return inp, wgt, self.compute(inp, wgt, cp)
+
+    input_dtype = property(lambda self: self.dtype)
+    converts_input = False  # whether the input copy computes its values (QDepthwise: a u8 input's real value)
+
+    def input_value(self, value):
+        """What the convolution multiplies for one input element (QDepthwise: its integer minus the zero point)."""
+        return value
+
+    def compute(self, inp, wgt_in, channels: int | None = None):
+        """The output tensor of `te` from given input and weight tensors (a Relax rewrite's call_te); `channels`:
+        C padded to whole vectors (default: the weights' last extent, constants come padded)."""
+        from tvm import te
+
+        cp = int(wgt_in.shape[2]) if channels is None else channels
+        wgt = wgt_in if cp == int(wgt_in.shape[2]) else te.compute(
             (self.R, self.S, cp), lambda r, s, c: te.if_then_else(c < self.C, wgt_in[r, s, c], 0.0), name="W_pad")
         src = inp
-        if any(self.pads) or cp != self.C:
+        if any(self.pads) or cp != self.C or self.converts_input:
             top, left, bottom, right = self.pads
             src = te.compute(
                 (self.N, self.H + top + bottom, self.W + left + right, cp),
                 lambda n, h, w, c: te.if_then_else(
                     te.all(h >= top, h < self.H + top, w >= left, w < self.W + left, c < self.C),
-                    inp[n, h - top, w - left, te.min(c, self.C - 1)], 0.0),
+                    self.input_value(inp[n, h - top, w - left, te.min(c, self.C - 1)]), 0.0),
                 name="pad_temp",
             )
         r = te.reduce_axis((0, self.R), name="r")
@@ -203,7 +218,7 @@ class Depthwise(_Operator):
         if cp != self.C:
             out = te.compute((self.N, self.out_h, self.out_w, self.C), lambda n, h, w, c: out[n, h, w, c],
                              name="O_unpad")
-        return inp, wgt_in, out
+        return out
 
     def operand_shapes(self) -> dict:
         return {"input": (self.N, self.H, self.W, self.C), "weights": (self.R, self.S, self.C),

@@ -10,6 +10,7 @@ from .conv1d import Conv1d, Depthwise1d
 from .conv2d import Conv2d, Depthwise
 from .matmul import BatchMatmul, Matmul
 from .qconv2d import QConv2d
+from .qdepthwise import QDepthwise
 from .qmatmul import QMatmul
 
 
@@ -55,7 +56,10 @@ OPERATORS = {"conv2d": Conv2d, "depthwise": Depthwise, "conv1d": Conv1d, "depthw
 QUANTIZED = {(Matmul, p): (lambda op, p=p: QMatmul(M=op.M, N=op.N, K=op.K, name=op.name, precision=p))
              for p in ("int8", "bf16")}
 QUANTIZED.update({(Conv2d, p): (lambda op, p=p: QConv2d.of(op, precision=p)) for p in ("int8", "bf16")})
-QUANTIZED_KINDS = {QMatmul: "matmul", QConv2d: "conv2d"}  # the shapes-file "op" of each quantized operator
+# int8 depthwise: exact in fp32 lanes (qdepthwise.py); there is no bf16 depthwise
+QUANTIZED[(Depthwise, "int8")] = QDepthwise.of
+# the shapes-file "op" of each quantized operator
+QUANTIZED_KINDS = {QMatmul: "matmul", QConv2d: "conv2d", QDepthwise: "depthwise"}
 
 
 def at_precision(operator, precision: str):
@@ -64,7 +68,7 @@ def at_precision(operator, precision: str):
     from ..precision import get as get_precision
 
     get_precision(precision)  # an unknown name: one line
-    if precision == operator.precision:
+    if precision == operator.data_precision:
         return operator
     counterpart = QUANTIZED.get((type(operator), precision))
     if counterpart is None:
@@ -89,8 +93,8 @@ def load_shapes(path) -> list:
     "depthwise1d" | "matmul" | "batch_matmul", <fields>}, ...]} with the fields of SHAPE_FIELDS (conv2d: K, C, H,
     W, R, S, stride, pad, dilation, N = batch, groups; depthwise: the same without K and groups; conv1d: K, C, W,
     S, stride, pad, dilation, N, groups; depthwise1d: the same without K and groups; matmul: M, N, K, dense;
-    batch_matmul: B, M, N, K, layout nn / nt / tn), and optionally "precision" (precision.PRECISIONS; int8: matmul
-    only, operators.at_precision). pad is one int, [h, w] or
+    batch_matmul: B, M, N, K, layout nn / nt / tn), and optionally "precision" (precision.PRECISIONS; int8: matmul,
+    conv2d, depthwise; bf16: matmul, conv2d; operators.at_precision). pad is one int, [h, w] or
     [top, left, bottom, right] ([left, right] for conv1d). Every problem is a ShapeError naming the file, the entry
     and the field."""
     import os
