@@ -55,9 +55,8 @@ class QDepthwise(Depthwise):
 
     @property
     def operand_bytes(self) -> dict:
-        shapes = self.operand_shapes()
-        return {"input": int(np.prod(shapes["input"])), "weights": int(np.prod(shapes["weights"])),
-                "output": 4 * int(np.prod(shapes["output"]))}
+        """The u8 input's bytes; the weights and the output are floats."""
+        return {**super().operand_bytes, "input": int(np.prod(self.operand_shapes()["input"]))}
 
     def constant_weights(self, weights, shape):
         """s8 weights [R, S, C] as the floats the kernel multiplies, zeros up to `shape` (whole vectors)."""

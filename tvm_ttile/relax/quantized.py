@@ -10,9 +10,7 @@ gives a conv2d over fp32 values. Here
    weights with zero points 0 becomes the int8 convolution of operators.QConv2d on the u8 tensor itself (padded
    with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
    the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
-   into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights. A depthwise
-   conv2d (one input channel per output channel) becomes operators.QDepthwise, exact in fp32 lanes on
-   (u8 - z_x), then x (s_x s_w[k]).
+   into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights.
 A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
 dimensions folded into rows). Every conv2d or matmul left in fp32 is reported with the reason
 (`IntegerReport.kept_fp32`), never dropped silently.
@@ -171,8 +169,7 @@ class _IntegerConv2d(relax.PyExprMutator):
                 f"reduce_range=True)")
 
     def visit_call_(self, call):
-        from ..errors import ShapeError
-        from ..operators import QConv2d, QDepthwise
+        from ..operators import QConv2d
 
         call = self.builder_.normalize(super().visit_call_(call))
         if _op(call, "relax.matmul") and str(call.ty.dtype) == "int32":
@@ -187,42 +184,32 @@ class _IntegerConv2d(relax.PyExprMutator):
             return call  # an fp32 conv2d: nothing quantized about it
         name = f"conv2d {list(static_shape(call.args[0]) or ())} x {list(static_shape(call.args[1]) or ())}"
         why = ""
-        depthwise = int(a.groups) == (static_shape(call.args[0]) or (0,))[-1] == (static_shape(call) or (1,))[-1]
         if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
             why = f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
-        elif int(a.groups) != 1 and not depthwise:
-            why = f"it has {int(a.groups)} groups (int8 grouped convolutions are not built yet; depthwise ones are)"
+        elif int(a.groups) != 1:
+            why = (f"it has {int(a.groups)} groups (int8 grouped convolutions are not built; an int8 depthwise one, "
+                   f"operators.QDepthwise, converts its input in a copy and measured slower than fp32's)")
         elif len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
             why = "its strides or dilations differ along h and w"
         weights = None
         if not why:
             weights, why = _weights(self, call.args[1])
-        if not why and not depthwise:
+        if not why:
             why = self._unfit(weights[0])
-        q, sx, zx = x
-        n, h, width, c = static_shape(q) if not isinstance(q, relax.Call) else static_shape(call.args[0])
-        shape = dict(C=c, H=h, W=width, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
-                     dilation=int(a.dilation[0]), N=n, input_zero=zx)
-        if not why and depthwise:
-            try:
-                op = QDepthwise(R=weights[0].shape[0], S=weights[0].shape[1], **shape)
-            except ShapeError as e:  # (a window too wide for fp32's exact integers)
-                why = str(e)
         if why:
             self.report.kept_fp32.append((name, why))
             return call
+        q, sx, zx = x
         q = self.builder_.emit(q) if isinstance(q, relax.Call) else q
         w, sw = weights
+        n, h, width, c = static_shape(q) or static_shape(call.args[0])
         r, s, _, k = w.shape
-        self.report.integer.append(name)
-        if depthwise:  # exact in fp32 lanes on (u8 - z_x), padded with 0: no compensation
-            weights = relax.const(op.constant_weights(w[:, :, 0, :], (r, s, -(-k // self.lanes) * self.lanes)))
-            acc = self.builder_.call_te(op.compute, q, weights, primfunc_name_hint="qdepthwise")
-            return relax.op.multiply(acc, _const(sx * sw, "float32"))
-        op = QConv2d(K=k, R=r, S=s, **shape, weight_limit=self._bits)
+        op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
+                     dilation=int(a.dilation[0]), N=n, input_zero=zx, weight_limit=self._bits)
         packed = relax.const(op.pack_weights(w, self.lanes), "int8")
         acc = self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
         compensation = zx * w.astype(np.int64).sum(axis=(0, 1, 2))
+        self.report.integer.append(name)
         real = relax.op.astype(relax.op.subtract(acc, _const(compensation, "int32")), "float32")
         return relax.op.multiply(real, _const(sx * sw, "float32"))
 
