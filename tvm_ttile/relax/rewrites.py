@@ -16,6 +16,7 @@ from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
 from .padded_products import pad_columns
 from .permutes import sink_permutes
+from .rescaling import merge_rescaling
 from .rows import fold_rows
 from .softmax import pad_softmax_rows
 from .transposed import rewrite as rewrite_transposed
@@ -264,6 +265,8 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     cpu = cpu or cpu_mod.detect_host()
     lanes = cpu.lanes
     mod, report = integer_products(mod, lanes, dot_product("int8", cpu))
+    if report.integer:  # the int8 tasks' rescaling, bias and requantization merged (rescaling.py)
+        mod = merge_rescaling(mod)
     if quantized_report is not None:
         quantized_report.integer += report.integer
         quantized_report.kept_fp32 += report.kept_fp32
