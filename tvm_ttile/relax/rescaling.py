@@ -6,7 +6,8 @@ DequantizeLinear (as fp32, - z_y, x s_y). Fused into the task as its epilogue, e
 output vector, and for a 1x1 layer of 16 input channels they took twice the time of the products. Here
 - products and sums by constants merge: (x c1 + c2) c3 = x (c1 c3) + c2 c3, (x + c1) + c2 = x + (c1 + c2),
   max(x, c0) c3 = max(x c3, c0 c3) for positive c3 (a ReLU before the quantize's scale); + 0 and x 1 go;
-- astype(astype(v, u8), f32) is v where v is already an integer in [0, 255] (clamped after a round).
+- astype(astype(v, u8), f32) is v where v is already an integer in [0, 255] (clamped after a round);
+- an fp32 conv2d of (x c) is one of x with its constant weights times c (the dequantize's scale, per tensor).
 The merged constants round once where the graph rounded twice, so a result moves by an ulp at most: within the
 quantize's step except at exact halves.
 """
@@ -51,6 +52,8 @@ class _MergedRescaling(relax.PyExprMutator):
     def _simplify(self, call):
         if not isinstance(call, relax.Call) or str(getattr(call.ty, "dtype", "")) != "float32":
             return call
+        if _op(call, "relax.nn.conv2d"):
+            return self._scaled_weights(call)
         if _op(call, "relax.astype"):
             return self._widened_integer(call)
         c = _const_of(self, call.args[1]) if len(call.args) == 2 else None
@@ -80,6 +83,15 @@ class _MergedRescaling(relax.PyExprMutator):
             return relax.op.maximum(self._simplify(self.builder_.normalize(relax.op.multiply(x, _const(c)))),
                                     _const(c_in * c))
         return call
+
+    def _scaled_weights(self, call):
+        """conv2d(x c, W) -> conv2d(x, W c) for a scalar c and constant W: the dequantize's scale on an fp32 conv's
+        input (a depthwise one's) leaves the layer before; the zero padding is the same either way."""
+        data, w = binding_of(self, call.args[0]), _const_of(self, call.args[1])
+        c = _const_of(self, data.args[1]) if _op(data, "relax.multiply") else None
+        if w is None or c is None or c.size != 1:
+            return call
+        return relax.Call(call.op, [data.args[0], _const(w * c.reshape(()))], call.attrs)
 
     def _widened_integer(self, call):
         """astype(astype(v, u8), f32) -> v for v = min(max(w, lo), hi), 0 <= lo, hi <= 255, w a rounded value (plus
