@@ -198,8 +198,8 @@ def test_shapes_files_name_a_precision(tmp_path):
     with pytest.raises(ShapeError, match=r"layer 1 \(g\): a grouped conv2d \(2 groups\) has no int8 form yet"):
         load_shapes(path)
     path.write_text(json.dumps({"layers": [{"name": "d", "op": "depthwise", "C": 16, "H": 8, "W": 8, "R": 3,
-                                            "S": 3, "precision": "int8"}]}))
-    with pytest.raises(ShapeError, match=r"layer 1 \(d\): depthwise has no int8 form yet"):
+                                            "S": 3, "precision": "bf16"}]}))
+    with pytest.raises(ShapeError, match=r"layer 1 \(d\): depthwise has no bf16 form yet"):
         load_shapes(path)
     assert at_precision(f, "fp32") is f
 

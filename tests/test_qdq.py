@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tvm import relax  # noqa: E402
 
 from tvm_ttile.relax import extract_tasks, prepare, quantized  # noqa: E402
+from tvm_ttile.relax.bindings import is_op  # noqa: E402
 from tvm_ttile.relax.tasks import fuse  # noqa: E402
 
 SHAPE = (1, 3, 20, 20)
@@ -109,7 +110,7 @@ def test_qdq_convolutions_become_int8_tasks_and_match_onnxruntime_within_one_ste
     mod, report, got, ref = _run_both(model)
     assert len(report.integer) == {"conv_relu": 1, "residual": 3, "pool": 2}[kind] and not report.kept_fp32
     pools = [b.value for f in mod.functions.values() if isinstance(f, relax.Function) for blk in f.body.blocks
-             for b in blk.bindings if quantized._op(b.value, "relax.nn.max_pool2d")]
+             for b in blk.bindings if is_op(b.value, "relax.nn.max_pool2d")]
     assert [str(p.args[0].ty.dtype) for p in pools] == (["uint8"] if kind == "pool" else [])  # pooled as u8
     step = _output_step(model)
     assert step > 0 and got.shape == ref.shape

@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tvm
 from tvm import relax
 
-from .bindings import binding_of, mutate_functions, static_shape
+from .bindings import constant_value, is_op, mutate_functions, static_shape
 from .rows import folded_task
 
 
@@ -23,15 +22,6 @@ from .rows import folded_task
 class Bf16Report:
     bf16: list = dataclasses.field(default_factory=list)  # the layers made bf16, as text
     kept_fp32: list = dataclasses.field(default_factory=list)  # (layer, why it stays fp32)
-
-
-def _constant(mutator, expr):
-    expr = binding_of(mutator, expr)
-    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
-
-
-def _is(call, name: str) -> bool:
-    return isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == name
 
 
 @relax.expr_functor.mutator
@@ -44,9 +34,9 @@ class _Bf16Products(relax.PyExprMutator):
 
     def visit_call_(self, call):
         call = self.builder_.normalize(super().visit_call_(call))
-        if _is(call, "relax.nn.conv2d"):
+        if is_op(call, "relax.nn.conv2d"):
             return self._conv2d(call)
-        if _is(call, "relax.matmul"):
+        if is_op(call, "relax.matmul"):
             return self._matmul(call)
         return call
 
@@ -54,7 +44,7 @@ class _Bf16Products(relax.PyExprMutator):
         from ..operators import QConv2d
 
         a = call.attrs
-        shape, w = static_shape(call.args[0]), _constant(self, call.args[1])
+        shape, w = static_shape(call.args[0]), constant_value(self, call.args[1])
         name = f"conv2d {list(shape or ())} x {list(static_shape(call.args[1]) or ())}"
         why = ""
         if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
@@ -81,7 +71,7 @@ class _Bf16Products(relax.PyExprMutator):
         x's leading dimensions folded into rows."""
         from ..operators import QMatmul
 
-        shape, w = static_shape(call.args[0]), _constant(self, call.args[1])
+        shape, w = static_shape(call.args[0]), constant_value(self, call.args[1])
         name = "matmul " + " x ".join(str(list(static_shape(a) or ())) for a in call.args)
         why = ""
         if w is None or w.dtype != np.float32 or w.ndim != 2:

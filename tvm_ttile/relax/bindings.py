@@ -17,6 +17,17 @@ def binding_of(mutator, expr):
     return expr
 
 
+def is_op(call, name: str) -> bool:
+    """Whether `call` calls the Relax operator `name` (e.g. "relax.nn.conv2d")."""
+    return isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == name
+
+
+def constant_value(mutator, expr):
+    """The numpy value of a constant (through variable bindings), else None."""
+    expr = binding_of(mutator, expr)
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
+
+
 def mutate_functions(mod, make):
     """`mod` with every Relax function visited by one mutator `make(mod)`, whose builder also holds the PrimFuncs
     it adds."""

@@ -23,7 +23,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .bindings import binding_of, mutate_functions, static_shape
+from .bindings import binding_of, constant_value, is_op, mutate_functions, static_shape
 from .rows import folded_task
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -35,18 +35,8 @@ class IntegerReport:
     kept_fp32: list = dataclasses.field(default_factory=list)  # (conv2d, why it stays fp32)
 
 
-def _op(call, name: str) -> bool:
-    return isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == name
-
-
-def _value(mutator, expr):
-    """The numpy value of a constant (through variable bindings), else None."""
-    expr = binding_of(mutator, expr)
-    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.Constant) else None
-
-
 def _scalar(mutator, expr):
-    v = _value(mutator, expr)
+    v = constant_value(mutator, expr)
     return v.reshape(()).item() if v is not None and v.size == 1 else None
 
 
@@ -63,13 +53,13 @@ class _QDQAsElementwise(relax.PyExprMutator):
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
-        if not (_op(call, "relax.quantize") or _op(call, "relax.dequantize")):
+        if not (is_op(call, "relax.quantize") or is_op(call, "relax.dequantize")):
             return call
         x, scale, zero = call.args
         s, z = _scalar(self, scale), _scalar(self, zero)
         if s is None or z is None:
             return call  # per-channel: a weight's, read as it is by the conv2d rewrite
-        if _op(call, "relax.dequantize"):
+        if is_op(call, "relax.dequantize"):
             if str(call.attrs.out_dtype) != "float32":
                 return call
             return relax.op.multiply(relax.op.subtract(relax.op.astype(x, "float32"), _const(z, "float32")),
@@ -91,15 +81,15 @@ def _dequantized_u8(mutator, expr):
     NHWC (ConvertLayout's, before a network's first conv2d: applied to q instead); else None."""
     expr = binding_of(mutator, expr)
     permute = None
-    if _op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [0, 2, 3, 1]:
+    if is_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [0, 2, 3, 1]:
         permute, expr = expr, binding_of(mutator, expr.args[0])
-    if not _op(expr, "relax.multiply"):
+    if not is_op(expr, "relax.multiply"):
         return None
     sub, s = binding_of(mutator, expr.args[0]), _scalar(mutator, expr.args[1])
-    if s is None or not _op(sub, "relax.subtract"):
+    if s is None or not is_op(sub, "relax.subtract"):
         return None
     cast, z = binding_of(mutator, sub.args[0]), _scalar(mutator, sub.args[1])
-    if z is None or not _op(cast, "relax.astype"):
+    if z is None or not is_op(cast, "relax.astype"):
         return None
     q = cast.args[0]
     if str(q.ty.dtype) != "uint8" or z != int(z):
@@ -111,11 +101,11 @@ def _weights(mutator, expr):
     """(s8 weights HWIO, per-output-channel scales) when `expr` is a permute to HWIO of an OIHW s8 constant's
     dequantize with zero points 0 (per channel, axis 0, or per tensor); else (None, why)."""
     expr = binding_of(mutator, expr)
-    if not (_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [2, 3, 1, 0]):
+    if not (is_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [2, 3, 1, 0]):
         return None, "its weights are not a permuted OIHW tensor"
     dq = binding_of(mutator, expr.args[0])
-    if _op(dq, "relax.dequantize"):
-        w, scale, zero = (_value(mutator, a) for a in dq.args)
+    if is_op(dq, "relax.dequantize"):
+        w, scale, zero = (constant_value(mutator, a) for a in dq.args)
         if w is None or scale is None or zero is None:
             return None, "its weights' dequantize has operands that are not constants"
         if scale.size > 1 and int(dq.attrs.axis) != 0:
@@ -136,15 +126,15 @@ def _weights(mutator, expr):
 
 def _dequantized_const(mutator, expr):
     """(w, scale, zero) of (astype(w, f32) - z) * s on a constant w (a per-tensor weight's dequantize, step 1)."""
-    if not _op(expr, "relax.multiply"):
+    if not is_op(expr, "relax.multiply"):
         return None
     sub = binding_of(mutator, expr.args[0])
-    if not _op(sub, "relax.subtract"):
+    if not is_op(sub, "relax.subtract"):
         return None
     cast = binding_of(mutator, sub.args[0])
-    if not _op(cast, "relax.astype"):
+    if not is_op(cast, "relax.astype"):
         return None
-    w, s, z = _value(mutator, cast.args[0]), _value(mutator, expr.args[1]), _value(mutator, sub.args[1])
+    w, s, z = constant_value(mutator, cast.args[0]), constant_value(mutator, expr.args[1]), constant_value(mutator, sub.args[1])
     return None if w is None or s is None or z is None else (w, s, z)
 
 
@@ -172,11 +162,11 @@ class _IntegerConv2d(relax.PyExprMutator):
         from ..operators import QConv2d
 
         call = self.builder_.normalize(super().visit_call_(call))
-        if _op(call, "relax.matmul") and str(call.ty.dtype) == "int32":
+        if is_op(call, "relax.matmul") and str(call.ty.dtype) == "int32":
             return self._integer_matmul(call)
-        if _op(call, "relax.matmul"):
+        if is_op(call, "relax.matmul"):
             return self._matmul(call)
-        if not _op(call, "relax.nn.conv2d"):
+        if not is_op(call, "relax.nn.conv2d"):
             return call
         a = call.attrs
         x = _dequantized_u8(self, call.args[0])
@@ -260,14 +250,14 @@ class _IntegerConv2d(relax.PyExprMutator):
         why = ""
         if x is None or str(x[0].ty.dtype) != "uint8":
             return call  # not a product of quantized activations
-        if w is None or _value(self, w[0]) is None or str(w[0].ty.dtype) != "int8":
+        if w is None or constant_value(self, w[0]) is None or str(w[0].ty.dtype) != "int8":
             why = "its weights are not an int8 constant"
-        elif w[1] is not None and (_value(self, w[1]) is None or np.any(_value(self, w[1]) != 0)):
+        elif w[1] is not None and (constant_value(self, w[1]) is None or np.any(constant_value(self, w[1]) != 0)):
             why = "its weights have a nonzero zero point"
         shape = static_shape(x[0])
         if not why and (shape is None or len(static_shape(w[0]) or ()) != 2):
             why = "its input's shape is not static or its weights are not a matrix"
-        weights = _value(self, w[0]) if not why else None
+        weights = constant_value(self, w[0]) if not why else None
         if not why:
             why = self._unfit(weights)
         if why:
@@ -289,12 +279,12 @@ def _shifted(mutator, expr):
     astype(q, int32); else None."""
     expr = binding_of(mutator, expr)
     zero = None
-    if _op(expr, "relax.subtract"):
+    if is_op(expr, "relax.subtract"):
         z = binding_of(mutator, expr.args[1])
-        if not _op(z, "relax.astype") or (static_shape(z) or ()) != ():
+        if not is_op(z, "relax.astype") or (static_shape(z) or ()) != ():
             return None
         zero, expr = z.args[0], binding_of(mutator, expr.args[0])
-    if not _op(expr, "relax.astype"):
+    if not is_op(expr, "relax.astype"):
         return None
     return expr.args[0], zero
 
@@ -304,10 +294,10 @@ def _matmul_weights(mutator, expr):
     permute_dims(dequantize(W[N, K], axis 0)) (a Gemm with transB) or dequantize(W[K, N], axis 1) (a MatMul), or
     their per-tensor elementwise forms; else (None, why)."""
     expr = binding_of(mutator, expr)
-    transposed = _op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [1, 0]
+    transposed = is_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [1, 0]
     dq = binding_of(mutator, expr.args[0]) if transposed else expr
-    if _op(dq, "relax.dequantize"):
-        w, scale, zero = (_value(mutator, a) for a in dq.args)
+    if is_op(dq, "relax.dequantize"):
+        w, scale, zero = (constant_value(mutator, a) for a in dq.args)
         axis = int(dq.attrs.axis)
     else:
         found = _dequantized_const(mutator, dq)
@@ -337,11 +327,11 @@ class _PoolOnIntegers(relax.PyExprMutator):
 
     def visit_call_(self, call):
         call = super().visit_call_(call)
-        if not _op(call, "relax.quantize"):
+        if not is_op(call, "relax.quantize"):
             return call
         pool = binding_of(self, call.args[0])
-        source = binding_of(self, pool.args[0]) if _op(pool, "relax.nn.max_pool2d") else None
-        if not _op(source, "relax.dequantize"):
+        source = binding_of(self, pool.args[0]) if is_op(pool, "relax.nn.max_pool2d") else None
+        if not is_op(source, "relax.dequantize"):
             return call
         same = [(_scalar(self, a), _scalar(self, b)) for a, b in zip(call.args[1:], source.args[1:])]
         q = source.args[0]

@@ -16,13 +16,12 @@ from __future__ import annotations
 import numpy as np
 from tvm import relax
 
-from .bindings import binding_of, mutate_functions, static_shape
-from .quantized import _op, _value
+from .bindings import binding_of, constant_value, is_op, mutate_functions, static_shape
 
 
 def _const_of(mutator, expr):
     """The float32 numpy value of a constant operand, else None."""
-    v = _value(mutator, expr)
+    v = constant_value(mutator, expr)
     return v if v is not None and v.dtype == np.float32 else None
 
 
@@ -52,17 +51,17 @@ class _MergedRescaling(relax.PyExprMutator):
     def _simplify(self, call):
         if not isinstance(call, relax.Call) or str(getattr(call.ty, "dtype", "")) != "float32":
             return call
-        if _op(call, "relax.nn.conv2d"):
+        if is_op(call, "relax.nn.conv2d"):
             return self._scaled_weights(call)
-        if _op(call, "relax.astype"):
+        if is_op(call, "relax.astype"):
             return self._widened_integer(call)
         c = _const_of(self, call.args[1]) if len(call.args) == 2 else None
-        if c is not None and _op(call, "relax.subtract"):  # x - c = x + (-c): merges with the adds around it
+        if c is not None and is_op(call, "relax.subtract"):  # x - c = x + (-c): merges with the adds around it
             return self._simplify(self.builder_.normalize(relax.op.add(call.args[0], _const(-c))))
         if c is not None and _fits(c, call.args[0]) and (
-                _op(call, "relax.add") and not np.any(c) or _op(call, "relax.multiply") and np.all(c == 1)):
+                is_op(call, "relax.add") and not np.any(c) or is_op(call, "relax.multiply") and np.all(c == 1)):
             return call.args[0]  # + 0, x 1 (a zero point of 0, a scale of 1)
-        if not (_op(call, "relax.multiply") or _op(call, "relax.add")):
+        if not (is_op(call, "relax.multiply") or is_op(call, "relax.add")):
             return call
         inner = binding_of(self, call.args[0])
         if c is None or not isinstance(inner, relax.Call) or len(inner.args) != 2:
@@ -71,14 +70,14 @@ class _MergedRescaling(relax.PyExprMutator):
         x = inner.args[0]
         if c_in is None:
             return call
-        if _op(call, "relax.add") and _op(inner, "relax.add") and _fits(c_in + c, x):
+        if is_op(call, "relax.add") and is_op(inner, "relax.add") and _fits(c_in + c, x):
             return relax.op.add(x, _const(c_in + c))
-        if _op(call, "relax.multiply") and _op(inner, "relax.multiply") and _fits(c_in * c, x):
+        if is_op(call, "relax.multiply") and is_op(inner, "relax.multiply") and _fits(c_in * c, x):
             return relax.op.multiply(x, _const(c_in * c))
-        if _op(call, "relax.multiply") and _op(inner, "relax.add") and _fits(c_in * c, x) and _fits(c, x):
+        if is_op(call, "relax.multiply") and is_op(inner, "relax.add") and _fits(c_in * c, x) and _fits(c, x):
             return relax.op.add(self._simplify(self.builder_.normalize(relax.op.multiply(x, _const(c)))),
                                 _const(c_in * c))
-        if (_op(call, "relax.multiply") and _op(inner, "relax.maximum") and np.all(c > 0) and not _integral(self, x)
+        if (is_op(call, "relax.multiply") and is_op(inner, "relax.maximum") and np.all(c > 0) and not _integral(self, x)
                 and _fits(c_in * c, x) and _fits(c, x)):  # a ReLU before a scale, not a quantized value's clamp
             return relax.op.maximum(self._simplify(self.builder_.normalize(relax.op.multiply(x, _const(c)))),
                                     _const(c_in * c))
@@ -88,7 +87,7 @@ class _MergedRescaling(relax.PyExprMutator):
         """conv2d(x c, W) -> conv2d(x, W c) for a scalar c and constant W: the dequantize's scale on an fp32 conv's
         input (a depthwise one's) leaves the layer before; the zero padding is the same either way."""
         data, w = binding_of(self, call.args[0]), _const_of(self, call.args[1])
-        c = _const_of(self, data.args[1]) if _op(data, "relax.multiply") else None
+        c = _const_of(self, data.args[1]) if is_op(data, "relax.multiply") else None
         if w is None or c is None or c.size != 1:
             return call
         return relax.Call(call.op, [data.args[0], _const(w * c.reshape(()))], call.attrs)
@@ -97,12 +96,12 @@ class _MergedRescaling(relax.PyExprMutator):
         """astype(astype(v, u8), f32) -> v for v = min(max(w, lo), hi), 0 <= lo, hi <= 255, w a rounded value (plus
         an integer): v is such an integer already, so the two casts give it back."""
         narrow = binding_of(self, call.args[0])
-        if not (_op(narrow, "relax.astype") and str(narrow.ty.dtype) == "uint8"):
+        if not (is_op(narrow, "relax.astype") and str(narrow.ty.dtype) == "uint8"):
             return call
         v = binding_of(self, narrow.args[0])
-        lower = binding_of(self, v.args[0]) if _op(v, "relax.minimum") else None
+        lower = binding_of(self, v.args[0]) if is_op(v, "relax.minimum") else None
         hi = _const_of(self, v.args[1]) if lower is not None else None
-        lo = _const_of(self, lower.args[1]) if _op(lower, "relax.maximum") else None
+        lo = _const_of(self, lower.args[1]) if is_op(lower, "relax.maximum") else None
         if hi is None or lo is None or hi.size != 1 or lo.size != 1 or not 0 <= lo <= hi <= 255 \
                 or not _integral(self, v):
             return call
@@ -112,12 +111,12 @@ class _MergedRescaling(relax.PyExprMutator):
 def _integral(mutator, expr) -> bool:
     """Whether `expr` is round(...), or that plus, max or min with integer constants: integer-valued."""
     expr = binding_of(mutator, expr)
-    while any(_op(expr, f"relax.{name}") for name in ("add", "maximum", "minimum")):
+    while any(is_op(expr, f"relax.{name}") for name in ("add", "maximum", "minimum")):
         c = _const_of(mutator, expr.args[1])
         if c is None or np.any(c != np.round(c)):
             return False
         expr = binding_of(mutator, expr.args[0])
-    return _op(expr, "relax.round")
+    return is_op(expr, "relax.round")
 
 
 def merge_rescaling(mod):
