@@ -171,8 +171,6 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
     from .space import Problem, Space
     from .strategies import make_strategy
 
-    from .context import Context
-
     start = time.time()
     ctx = Context.make(cpu=cpu, threads=threads, precision=operator.precision)  # (one-line refusals)
     cpu = ctx.cpu

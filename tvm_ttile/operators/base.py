@@ -22,7 +22,7 @@ class _Operator:
         """An integer result: it must equal its reference, not approach it."""
         from ..precision import get as get_precision
 
-        return get_precision(self.precision).exact
+        return get_precision(self.data_precision).exact
 
     def constant_weights(self, weights, shape):
         """Weights padded with zeros to `shape` (whole vectors), as a network's build pads them."""

@@ -46,10 +46,6 @@ class QDepthwise(Depthwise):
         return cls(C=op.C, H=op.H, W=op.W, R=op.R, S=op.S, stride=op.stride, pad=op.pad, dilation=op.dilation,
                    N=op.N, name=op.name, input_zero=input_zero)
 
-    @property
-    def exact(self) -> bool:
-        return True
-
     def input_value(self, value):
         return value.astype("float32") - float(self.input_zero)
 

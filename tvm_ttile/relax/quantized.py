@@ -134,7 +134,7 @@ def _dequantized_const(mutator, expr):
     cast = binding_of(mutator, sub.args[0])
     if not is_op(cast, "relax.astype"):
         return None
-    w, s, z = constant_value(mutator, cast.args[0]), constant_value(mutator, expr.args[1]), constant_value(mutator, sub.args[1])
+    w, s, z = (constant_value(mutator, e) for e in (cast.args[0], expr.args[1], sub.args[1]))
     return None if w is None or s is None or z is None else (w, s, z)
 
 
