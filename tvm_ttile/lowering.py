@@ -438,11 +438,28 @@ def _epilogue(sch, block, outer_loops, red_dims, keys, size=None, padded_dims=()
             notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: no tile of rows is a box of "
                          f"{list(lead)}")
             continue
+        notes += _inline_other_producers(sch, block, consumer)
         try:
             sch.reverse_compute_at(consumer, prefix[at])
         except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
             notes.append(f"epilogue {sch.get(consumer).name_hint} left unfused: {str(e).splitlines()[0]}")
     return notes
+
+
+def _inline_other_producers(sch, block, consumer) -> list:
+    """Inline into the epilogue the elementwise stages that compute its other operands (a quantized residual
+    block's skip tensor, dequantized in the same function): reverse_compute_at moves a block only under a loop
+    that all its producers are under, and these run over the whole tensor before the operator's loops."""
+    notes = []
+    while True:
+        others = [p for p in sch.get_producers(consumer) if not sch.get(p).same_as(sch.get(block))]
+        if not others:
+            return notes
+        try:
+            sch.compute_inline(others[-1])
+        except Exception as e:  # noqa: BLE001 - schedule errors; reported in notes
+            return notes + [f"producer {sch.get(others[-1]).name_hint} of epilogue {sch.get(consumer).name_hint} "
+                            f"not inlined: {str(e).splitlines()[0]}"]
 
 
 def _unfolded_rows(sch, block, consumer) -> tuple:
