@@ -293,17 +293,71 @@ def test_quantized_operators_are_read_as_their_qdq_form_and_match_onnxruntime(tm
     assert off.max() <= 1.0 + 1e-4 and np.mean(off < 1e-3) >= 0.99, (off.max(), np.mean(off < 1e-3))
 
 
-def test_an_integer_only_operator_is_refused_in_one_line_naming_the_node():
+def _conv_integer(x_zero, w_zero=None, pads=(1, 0, 2, 1), strides=(2, 2)):
+    """x (float) quantized with a constant scale and zero point, then ConvInteger(x_q, W, x_zero[, w_zero]) over
+    5 channels, cast to float: ONNX's int32 result as it is, asymmetric pads."""
+    rng = np.random.default_rng(7)
+    w = rng.integers(-128, 128, (6, 5, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0.02, np.float32), "s"),
+             numpy_helper.from_array(np.array(x_zero, np.uint8), "z")]
+    inputs = ["xq", "w", "z"]
+    if w_zero is not None:
+        inits.append(numpy_helper.from_array(np.array(w_zero, np.int8), "wz"))
+        inputs.append("wz")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("ConvInteger", inputs, ["acc"], name="conv_int", pads=list(pads), strides=list(strides)),
+             helper.make_node("Cast", ["acc"], ["out"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(nodes, "ci", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 5, 11, 13))],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+@pytest.mark.parametrize("x_zero", [0, 3, 200])
+def test_conv_integer_becomes_an_int8_task_equal_to_onnx_runtimes_int32_result(x_zero):
+    """ConvInteger, which TVM's importer lacks, read as the int32 convolution it defines: an int8 task padded
+    with the input's zero point, the result element for element ONNX Runtime's."""
+    from tvm_ttile.models.importers import load_model
+
+    model = _conv_integer(x_zero)
+    report = quantized.IntegerReport()
+    mod = prepare(load_model(model).mod, quantized_report=report)
+    assert report.integer == ["conv2d [1, 11, 13, 5] x [3, 3, 5, 6]"] and not report.kept_fp32, report
+    assert [t.shape for t in extract_tasks(mod) if t.policy == "tvm_ttile"] == ["conv2d h6,w6,k16,c8,r3,s3 stride2"]
+    x = np.random.default_rng(1).standard_normal(SHAPE[:1] + (5, 11, 13)).astype(np.float32) * 2
+    got = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.shape == ref.shape and np.array_equal(got, ref)
+
+
+def test_dynamically_quantized_convolutions_become_int8_tasks_and_equal_onnxruntime(tmp_path):
+    """quantize_dynamic on a CNN: DynamicQuantizeLinear per inference, then ConvInteger. Its zero point is a
+    tensor, so the input is padded with 0 and z_x x the weights over each pixel's taps inside the image is
+    subtracted: equal to ONNX Runtime's output, borders included."""
+    from tvm_ttile.models.importers import load_model
+
+    fp32, int8 = tmp_path / "residual.onnx", tmp_path / "residual_dynamic.onnx"
+    onnx.save(_model("residual", np.random.default_rng(0)), fp32)
+    quantization.quantize_dynamic(str(fp32), str(int8), weight_type=quantization.QuantType.QInt8)
+    model = onnx.load(int8)
+    assert {"DynamicQuantizeLinear", "ConvInteger"} <= {n.op_type for n in model.graph.node}
+    report = quantized.IntegerReport()
+    mod = prepare(load_model(model).mod, quantized_report=report)
+    assert len(report.integer) == 3 and not report.kept_fp32, report
+    ex = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+        got, ref = ex["main"](tvm.runtime.tensor(x)).numpy(), session.run(None, {"x": x})[0]
+        assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_conv_integer_with_a_weight_zero_point_is_refused_in_one_line_naming_the_node():
     from tvm_ttile.errors import TTileError
     from tvm_ttile.models.importers import load_model
 
-    w = numpy_helper.from_array(np.ones((4, 3, 1, 1), np.int8), "w")
-    graph = helper.make_graph([helper.make_node("ConvInteger", ["x", "w"], ["y"], name="conv_int")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], initializer=[w])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    with pytest.raises(TTileError, match=r"^node 'conv_int' \(ConvInteger\): not imported"):
-        load_model(model)
+    with pytest.raises(TTileError, match=r"^node 'conv_int' \(ConvInteger\): its weights' zero point is not a "
+                                         r"constant 0; quantize the weights symmetrically$"):
+        load_model(_conv_integer(3, w_zero=2))
 
 
 def test_a_residual_blocks_epilogue_is_fused_into_the_int8_tile_with_its_dequantized_skip(tmp_path):

@@ -4,7 +4,8 @@ makes their products int8 as for a QDQ model.
 
 Each node becomes DequantizeLinear on its quantized inputs (once per tensor), the float operator, and
 QuantizeLinear to its quantized output under the output's own name; an int32 bias is dequantized with the scale
-x_scale * w_scale it was quantized with. The model given to ONNX Runtime and OpenVINO is the original file: only
+x_scale * w_scale it was quantized with. ConvInteger (dynamic quantization's), whose result is the int32 sum, becomes
+the Conv over int32 operands it defines. The model given to ONNX Runtime and OpenVINO is the original file: only
 TVM reads the rewritten one.
 """
 from __future__ import annotations
@@ -52,12 +53,12 @@ QOPERATORS = {
 
 
 def has_qoperators(model) -> bool:
-    return any(n.op_type in QOPERATORS or n.op_type in UNSUPPORTED for n in model.graph.node)
+    return any(n.op_type in QOPERATORS or n.op_type in INTEGER_FORMS for n in model.graph.node)
 
 
-# Integer-only products with no QDQ form whose int8 result stays exact in fp32 (dynamic quantization's
-# DynamicQuantizeLinear and MatMulInteger go to TVM's importer as they are: relax.quantized reads its matmuls)
-UNSUPPORTED = {"ConvInteger": "its int32 result"}
+# Integer-only operators TVM's importer lacks, written as the int32 arithmetic they mean (dynamic quantization's
+# DynamicQuantizeLinear and MatMulInteger go to the importer as they are); relax.quantized reads both products
+INTEGER_FORMS = ("ConvInteger",)
 
 
 def as_qdq(model):
@@ -84,9 +85,9 @@ def as_qdq(model):
         return dequantized[key]
 
     for node in model.graph.node:
-        if node.op_type in UNSUPPORTED:
-            raise TTileError(f"node {node.name or node.output[0]!r} ({node.op_type}): not imported, {UNSUPPORTED[node.op_type]} "
-                             "has no int8 form here; quantize the model statically (QDQ or QOperator)")
+        if node.op_type in INTEGER_FORMS:
+            out.graph.node.extend(_conv_integer(node, inits, helper, numpy_helper))
+            continue
         q = QOPERATORS.get(node.op_type)
         if q is None:
             out.graph.node.append(node)
@@ -118,6 +119,29 @@ def as_qdq(model):
         out.graph.node.extend(nodes)
     out.graph.initializer.extend(new_inits)
     return out
+
+
+def _conv_integer(node, inits, helper, numpy_helper) -> list:
+    """ConvInteger(x, w, x_zero, w_zero) as Conv over int32 (x - x_zero) and int32 w: the exact int32 result ONNX
+    defines, which relax.quantized makes an int8 task. A weight zero point must be a constant 0 (dynamic
+    quantization's symmetric s8 weights); any other is refused in one line."""
+    from onnx import TensorProto
+
+    name = node.name or node.output[0]
+    x, w = node.input[0], node.input[1]
+    x_zero = node.input[2] if len(node.input) > 2 else ""
+    w_zero = node.input[3] if len(node.input) > 3 else ""
+    if w_zero and (w_zero not in inits or np.any(numpy_helper.to_array(inits[w_zero]) != 0)):
+        raise TTileError(f"node {name!r} (ConvInteger): its weights' zero point is not a constant 0; "
+                         "quantize the weights symmetrically")
+    cast = lambda t: helper.make_node("Cast", [t], [f"{t}__i32"], to=TensorProto.INT32)  # noqa: E731
+    nodes = [cast(x), cast(w)]
+    shifted = f"{x}__i32"
+    if x_zero:
+        shifted = f"{node.output[0]}__shifted"
+        nodes += [cast(x_zero), helper.make_node("Sub", [f"{x}__i32", f"{x_zero}__i32"], [shifted])]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return nodes + [helper.make_node("Conv", [shifted, f"{w}__i32"], list(node.output), name=node.name, **attrs)]
 
 
 def _product_scale(node, operands, inits, numpy_helper) -> np.ndarray:

@@ -12,8 +12,9 @@ gives a conv2d over fp32 values. Here
    the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
    into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights.
 A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
-dimensions folded into rows). Every conv2d or matmul left in fp32 is reported with the reason
-(`IntegerReport.kept_fp32`), never dropped silently.
+dimensions folded into rows); the int32 products of MatMulInteger and ConvInteger (dynamic quantization's, the
+input's zero point maybe a tensor) become QMatmul and QConv2d on the u8 tensor too. Every conv2d or matmul left in
+fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..operators.base import conv2d_nhwc_reference
 from .bindings import binding_of, constant_value, is_op, mutate_functions, static_shape
 from .rows import folded_task
 
@@ -159,11 +161,11 @@ class _IntegerConv2d(relax.PyExprMutator):
                 f"reduce_range=True)")
 
     def visit_call_(self, call):
-        from ..operators import QConv2d
-
         call = self.builder_.normalize(super().visit_call_(call))
         if is_op(call, "relax.matmul") and str(call.ty.dtype) == "int32":
             return self._integer_matmul(call)
+        if is_op(call, "relax.nn.conv2d") and str(call.ty.dtype) == "int32":
+            return self._integer_conv2d(call)
         if is_op(call, "relax.matmul"):
             return self._matmul(call)
         if not is_op(call, "relax.nn.conv2d"):
@@ -172,15 +174,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         x = _dequantized_u8(self, call.args[0])
         if x is None:
             return call  # an fp32 conv2d: nothing quantized about it
-        name = f"conv2d {list(static_shape(call.args[0]) or ())} x {list(static_shape(call.args[1]) or ())}"
-        why = ""
-        if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
-            why = f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
-        elif int(a.groups) != 1:
-            why = (f"it has {int(a.groups)} groups (int8 grouped convolutions are not built; an int8 depthwise one, "
-                   f"operators.QDepthwise, converts its input in a copy and measured slower than fp32's)")
-        elif len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
-            why = "its strides or dilations differ along h and w"
+        name = _conv2d_name(call)
+        why = _geometry_unfit(a)
         weights = None
         if not why:
             weights, why = _weights(self, call.args[1])
@@ -190,18 +185,63 @@ class _IntegerConv2d(relax.PyExprMutator):
             self.report.kept_fp32.append((name, why))
             return call
         q, sx, zx = x
-        q = self.builder_.emit(q) if isinstance(q, relax.Call) else q
         w, sw = weights
+        acc = self._conv_products(call, q, w, zx)
+        self.report.integer.append(name)
+        real = relax.op.astype(relax.op.subtract(acc, _const(zx * w.astype(np.int64).sum(axis=(0, 1, 2)), "int32")),
+                               "float32")
+        return relax.op.multiply(real, _const(sx * sw, "float32"))
+
+    def _conv_products(self, call, q, w, input_zero: int):
+        """The int32 result of operators.QConv2d on the u8 tensor `q` (padded with `input_zero`) and s8 HWIO
+        weights `w`, in the geometry of the conv2d `call`."""
+        from ..operators import QConv2d
+
+        a = call.attrs
+        q = self.builder_.emit(q) if isinstance(q, relax.Call) else q
         n, h, width, c = static_shape(q) or static_shape(call.args[0])
         r, s, _, k = w.shape
         op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
-                     dilation=int(a.dilation[0]), N=n, input_zero=zx, weight_limit=self._bits)
+                     dilation=int(a.dilation[0]), N=n, input_zero=input_zero, weight_limit=self._bits)
         packed = relax.const(op.pack_weights(w, self.lanes), "int8")
-        acc = self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
-        compensation = zx * w.astype(np.int64).sum(axis=(0, 1, 2))
+        return self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
+
+    def _integer_conv2d(self, call):
+        """ConvInteger as models/qoperators writes it for TVM's importer, conv2d(astype(x_u8) - astype(z_x),
+        W) in int32 with constant s8 weights: QConv2d on x itself. A constant z_x pads x with it and its
+        compensation is z_x x each channel's weight sum (as a QDQ conv2d's); one computed per inference (dynamic
+        quantization's) pads x with 0 and subtracts z_x x the weight sum over the taps inside the image, per
+        output pixel and channel (a constant)."""
+        name = _conv2d_name(call)
+        nchw = _below_nhwc_permute(self, call.args[0])  # (a channels-last block's input has no permute left)
+        x = _shifted(self, call.args[0] if nchw is None else nchw)
+        why = _geometry_unfit(call.attrs)
+        if x is None or str(x[0].ty.dtype) != "uint8":
+            self.report.kept_fp32.append((name, "its input is not a u8 tensor minus a scalar zero point"))
+            return call
+        q, zero = x
+        q = q if nchw is None else relax.op.permute_dims(q, [0, 2, 3, 1])
+        w = _integer_weights(self, call.args[1]) if not why else None
+        if not why and w is None:
+            why = "its weights are not a permuted OIHW int8 constant"
+        if not why:
+            why = self._unfit(w)
+        if why:
+            self.report.kept_fp32.append((name, why))
+            return call
+        z = None if zero is None else _scalar(self, zero)
         self.report.integer.append(name)
-        real = relax.op.astype(relax.op.subtract(acc, _const(compensation, "int32")), "float32")
-        return relax.op.multiply(real, _const(sx * sw, "float32"))
+        if zero is None or z is not None:  # a constant zero point: the QDQ conv2d's form
+            z = int(z or 0)
+            return relax.op.subtract(self._conv_products(call, q, w, z),
+                                     _const(z * w.astype(np.int64).sum(axis=(0, 1, 2)), "int32"))
+        a = call.attrs
+        n, h, width, c = static_shape(call.args[0])
+        ones = np.ones((1, h, width, c), np.int64)
+        inside = conv2d_nhwc_reference(ones, w.astype(np.int64), int(a.strides[0]), tuple(int(v) for v in a.padding),
+                                       int(a.dilation[0]), exact=True)
+        return relax.op.subtract(self._conv_products(call, q, w, 0),
+                                 relax.op.multiply(relax.op.astype(zero, "int32"), _const(inside, "int32")))
 
 
     def _matmul(self, call):
@@ -274,16 +314,55 @@ class _IntegerConv2d(relax.PyExprMutator):
         return acc
 
 
+def _conv2d_name(call) -> str:
+    return f"conv2d {list(static_shape(call.args[0]) or ())} x {list(static_shape(call.args[1]) or ())}"
+
+
+def _geometry_unfit(a) -> str:
+    """Why a conv2d of attributes `a` has no int8 task ("" when it has one)."""
+    if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
+        return f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
+    if int(a.groups) != 1:
+        return (f"it has {int(a.groups)} groups (int8 grouped convolutions are not built; an int8 depthwise one, "
+                f"operators.QDepthwise, converts its input in a copy and measured slower than fp32's)")
+    if len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
+        return "its strides or dilations differ along h and w"
+    return ""
+
+
+def _below_nhwc_permute(mutator, expr):
+    """What the permute to NHWC that ConvertLayout put before a conv2d reads (None when there is none)."""
+    expr = binding_of(mutator, expr)
+    if is_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [0, 2, 3, 1]:
+        return expr.args[0]
+    return None
+
+
+def _integer_weights(mutator, expr):
+    """The s8 HWIO array of a permute to HWIO of an OIHW integer constant holding s8 values (ConvInteger's
+    weights, cast to int32 and folded), else None."""
+    expr = binding_of(mutator, expr)
+    if not (is_op(expr, "relax.permute_dims") and [int(a) for a in expr.attrs.axes] == [2, 3, 1, 0]):
+        return None
+    inner = binding_of(mutator, expr.args[0])
+    if is_op(inner, "relax.astype"):
+        inner = inner.args[0]
+    w = constant_value(mutator, inner)
+    if w is None or w.dtype.kind not in "iu" or w.size == 0 or w.min() < -128 or w.max() > 127:
+        return None
+    return np.ascontiguousarray(w.astype(np.int8).transpose(2, 3, 1, 0))
+
+
 def _shifted(mutator, expr):
-    """(q, z) when `expr` is astype(q, int32) - astype(z, int32) with a scalar z, (q, None) when it is
-    astype(q, int32); else None."""
+    """(q, z) when `expr` is astype(q, int32) - astype(z, int32) with a scalar z (or a constant z, folded), (q,
+    None) when it is astype(q, int32); else None."""
     expr = binding_of(mutator, expr)
     zero = None
     if is_op(expr, "relax.subtract"):
         z = binding_of(mutator, expr.args[1])
-        if not is_op(z, "relax.astype") or (static_shape(z) or ()) != ():
+        if (static_shape(z) or ()) != () or not (is_op(z, "relax.astype") or constant_value(mutator, z) is not None):
             return None
-        zero, expr = z.args[0], binding_of(mutator, expr.args[0])
+        zero, expr = z.args[0] if is_op(z, "relax.astype") else z, binding_of(mutator, expr.args[0])
     if not is_op(expr, "relax.astype"):
         return None
     return expr.args[0], zero
