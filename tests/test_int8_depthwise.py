@@ -1,5 +1,5 @@
-"""int8 depthwise (operators.QDepthwise): a u8 input with a zero point and s8 weights, computed in fp32 lanes by the
-depthwise microkernels, must equal numpy's integer convolution bit for bit for every drawn scheme (random shapes,
+"""int8 depthwise (operators.QDepthwise): a u8 input padded with its zero point and s8 weights, computed in fp32 lanes
+by the depthwise microkernels reading u8, must equal numpy's integer convolution bit for bit for every drawn scheme (random shapes,
 primes, zero points, strides, pads, 1 and 2 threads); a window too wide for fp32's exact integers is refused in one
 line; the shapes-file and command-line precision reach it."""
 import json
@@ -45,15 +45,37 @@ def test_drawn_int8_depthwise_schemes_equal_the_integer_reference(host, threads)
     assert checked >= 10
 
 
-def test_the_reference_is_the_integer_convolution_of_the_shifted_input():
+def test_the_reference_is_the_integer_convolution_of_the_input_padded_with_its_zero_point():
     op = QDepthwise(C=2, H=3, W=3, R=3, S=3, pad=1, input_zero=10)
     inp = np.full((1, 3, 3, 2), 10, np.uint8)  # every value the zero point: the real input is 0
     inp[0, 1, 1] = (11, 255)
     w = np.ones((3, 3, 2), np.float32)
     w[:, :, 1] = -128
     out = op.reference(inp, w)
-    assert out.dtype == np.float32 and np.array_equal(out[0, :, :, 0], np.ones((3, 3)))
-    assert np.array_equal(out[0, :, :, 1], np.full((3, 3), -128.0 * 245))  # padding holds 0, not the zero point
+    assert out.dtype == np.float32 and np.array_equal(out[0, :, :, 0], np.full((3, 3), 8 * 10 + 11.0))
+    assert np.array_equal(out[0, :, :, 1], np.full((3, 3), -128.0 * (8 * 10 + 255)))
+    # less the compensation (the zero point x the channel's weights), the window of the real values
+    real = out - 10 * w.sum(axis=(0, 1))
+    assert np.array_equal(real[0, :, :, 0], np.ones((3, 3))) and np.array_equal(real[0, :, :, 1],
+                                                                              np.full((3, 3), -128.0 * 245))
+
+
+def test_int8_depthwise_microkernels_read_the_u8_input_in_place_and_widen_it(host):
+    """The copy of an interior tile's window is skipped: the microkernels load u8 vectors of the input itself."""
+    from tvm_ttile import read_in_place
+
+    op = QDepthwise(C=2 * host.lanes, H=16, W=16, R=3, S=3, pad=1, input_zero=7)
+    problem = Problem.from_operator(op, host.lanes, host.isa.name)
+    assert problem.input == "u8"
+    space = Space(problem, depthwise_kept(host.isa.name, host.lanes, red=3))
+    scheme = make_sampler("ttile", seed=0).sample(space)
+    lowered = lower(problem, scheme, op.prim_func(host.lanes))
+    # its microkernels', or its Lambda region's tail intrinsic (tails.tail_name)
+    assert any("_u8in_" in n or "<u8~" in n for n in lowered.intrinsics), lowered.intrinsics
+    script = lowered.sch.mod.script()
+    assert read_in_place.ANNOTATION in script and f"T.Cast(\"float32x{host.lanes}\", buffer" in script, scheme.text
+    got, ref = run_against_reference(op, lowered.sch.mod, Context.make().target)
+    assert np.array_equal(got, ref)
 
 
 def test_bad_int8_depthwise_input_is_refused_in_one_line():

@@ -11,6 +11,7 @@ KERNELS = [
     Microkernel.make("conv2d", "avx2", 8, 256, h=1, w=3, k=4),
     Microkernel.make("conv2d", "avx512", 16, 64, h=2, w=7, k=2, r=3, s=3, c=2, stride=2, dilation=2),
     Microkernel.make("matmul", "neon", 4, 128, i=6, j=4),
+    Microkernel.make("depthwise", "avx512", 16, 3, s=3, w=4, k=1, stride=2, input="u8"),  # reads u8, widened
 ]
 
 
@@ -18,6 +19,17 @@ KERNELS = [
 def test_text_round_trip(mk):
     assert Microkernel.parse(mk.text) == mk
     assert Microkernel.parse(mk.text).name == mk.name
+    assert Microkernel.from_name(mk.name) == mk
+
+
+def test_a_widened_input_is_an_fp32_depthwise_microkernels_only():
+    mk = Microkernel.make("depthwise", "avx512", 16, 3, s=3, w=4, input="u8")
+    assert mk.text == "depthwise/avx512x16<u8 [U(3,s),U(4,w),U(1,h),U(1,k),V(k)] red=3"
+    assert mk.name != Microkernel.make("depthwise", "avx512", 16, 3, s=3, w=4).name
+    with pytest.raises(TTileError, match="read by fp32 depthwise microkernels only"):
+        Microkernel.make("conv2d", "avx512", 16, 64, h=2, k=2, input="u8")
+    with pytest.raises(TTileError, match="read by fp32 depthwise microkernels only"):
+        Microkernel.make("depthwise", "avx512", 16, 3, s=3, input="s16")
 
 
 def test_names_are_deterministic_and_distinct():

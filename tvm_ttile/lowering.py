@@ -66,7 +66,7 @@ def problem_of(func, isa: str, lanes: int, cpu=None) -> Problem:
     halo = any(not _is_identity_copy(sch.get(p)) for p in producers_of(sch, block, y if c.weights_first else x))
     return Problem(c.op, tuple((d, sizes[d]) for d in DIMS[c.op]), lanes, isa, c.stride, c.dilation,
                    batch=c.batch_size, halo=halo, precision=c.precision,
-                   dot=tag_for(c.precision, cpu) if cpu is not None else "")
+                   dot=tag_for(c.precision, cpu) if cpu is not None else "", input=c.input)
 
 
 # Reduction steps ahead at which the microkernels prefetch their weights, per operator (0: none). Off: on the

@@ -17,7 +17,7 @@ what follows it in its loop body become
 
 The condition is evaluated once per tile, never inside a microkernel. A copy marked GUARD (lowering's default)
 skips the copy on the border too: there the calls read the input with each load guarded by the copy's own
-condition (a load of the padding is a zero vector), so a row whose every tile touches the padding (a 7-wide
+condition (a load of the padding reads the padding value), so a row whose every tile touches the padding (a 7-wide
 output row, one microkernel wide) still reads in place. The guards are scalar (rows and columns; channels must be
 whole vectors, proven for the tile), most fold away (a column outside the input is a constant), and what is left
 is a compare per window row that LLVM hoists out of the unrolled columns. A copy this cannot prove safe to skip (a
@@ -202,16 +202,20 @@ def _conditions(store) -> list:
 
 
 def _guard_of(copy_item):
-    """(conjuncts, the copy block's variable of each destination dimension): the copy's condition, split, for
-    guarding loads of its destination; None where a conjunct is not a comparison."""
+    """(conjuncts, the copy block's variable of each destination dimension, the padding's value): the copy's
+    condition, split, for guarding loads of its destination; None where a conjunct is not a comparison or the
+    padding is not a constant (a quantized input's zero point is one)."""
     realize = _copy_of(copy_item)[1]
     store = realize.block.body
     ivars = [iv.var for iv in realize.block.iter_vars]
     conjuncts = _conditions(store)
     if not all(isinstance(c, (tirx.LT, tirx.LE, tirx.GT, tirx.GE)) for c in conjuncts):
         return None
+    padding = store.value.args[2]
+    if not isinstance(padding, (tirx.IntImm, tirx.FloatImm)):
+        return None
     dims = [next(i for i, v in enumerate(ivars) if v.same_as(di)) for di in store.indices]
-    return conjuncts, [ivars[d] for d in dims]
+    return conjuncts, [ivars[d] for d in dims], padding
 
 
 def _interior(copy_item):
@@ -394,9 +398,9 @@ def _read_source(stmt, dst, src, offsets, guard=None):
 
 def _guard_loads(body, block, views, guard):
     """`body` (a tensorized block's) with each load of a view of the copy's destination (views: (buffer,
-    destination region) pairs) replaced by if_then_else(the copy's condition at that element, load, 0); None
+    destination region) pairs) replaced by if_then_else(the copy's condition at that element, load, padding); None
     where a condition on the vector dimension is not true over the whole vector."""
-    conjuncts, dim_vars = guard
+    conjuncts, dim_vars, padding = guard
     analyzer = Analyzer()
     for iv in block.iter_vars:
         analyzer.bind(iv.var, iv.dom)
@@ -437,20 +441,20 @@ def _guard_loads(body, block, views, guard):
             c = at(c, base)
             if isinstance(c, tirx.IntImm):
                 if not c.value:  # wholly in the padding
-                    return _zero(load)
+                    return _filled(load, padding)
                 continue
             conds.append(c)
-        return tirx.if_then_else(tirx.all(*conds), load, _zero(load)) if conds else load
+        return tirx.if_then_else(tirx.all(*conds), load, _filled(load, padding)) if conds else load
 
     body = tvm_ffi.structural_map(body, [(tvm.ir.expr.TensorLoad, guarded)])
     return None if failed else body
 
 
-def _zero(load):
-    ty = str(load.ty)
-    scalar, _, lanes = ty.partition("x")
-    zero = tirx.const(0, scalar)
-    return tirx.Broadcast(zero, int(lanes)) if lanes else zero
+def _filled(load, padding):
+    """What a load of the padding reads: the copy's padding value, as the load's type (vector or scalar)."""
+    scalar, _, lanes = str(load.ty).partition("x")
+    value = tirx.const(padding.value, scalar)
+    return tirx.Broadcast(value, int(lanes)) if lanes else value
 
 
 def _fresh_buffer(buf):

@@ -66,6 +66,7 @@ class Contraction:
     layouts: tuple = ()  # (("input", dims as read), ("weights", dims as read)); batch iterators are b0, b1, ...
     groups: int = 1  # a grouped convolution's groups: one conv2d per group, the group an outer level
     precision: str = "fp32"  # precision.PRECISIONS, from the operands' dtypes (PRECISION_OF_DTYPES)
+    input: str = ""  # an fp32 depthwise's input held narrower and widened as read (spec.WIDENED_INPUTS)
 
     @property
     def op(self) -> str | None:
@@ -160,6 +161,9 @@ def _widened(expr):
 PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8",
                        ("float32", "uint16", "uint16"): "bf16"}
 REDUCED_KINDS = ("matmul", "conv2d")  # the kinds with reduced-precision microkernels (spec.REDUCED_OPS)
+# fp32 products of a narrower input widened as it is read, by (output, input, weights) dtypes: the microkernel
+# family that does it and the input's spec.WIDENED_INPUTS name (a quantized depthwise layer's u8 activations)
+WIDENED_DTYPES = {("float32", "uint8", "float32"): ("depthwise", "u8")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +214,8 @@ def recognize_block(stmt) -> Contraction | str:
         return f"block {name!r} does not accumulate into the element it stores"
     dtypes = tuple(str(b.dtype) for b in (store.buffer, x.source, y.source))
     precision = PRECISION_OF_DTYPES.get(dtypes) or PRECISION_OF_DTYPES.get((dtypes[0], dtypes[2], dtypes[1]))
+    widened = WIDENED_DTYPES.get(dtypes) or WIDENED_DTYPES.get((dtypes[0], dtypes[2], dtypes[1]))
+    precision = "fp32" if widened else precision
     if precision is None:
         return (f"block {name!r} computes {dtypes[1]} x {dtypes[2]} -> {dtypes[0]}; tvm_ttile's microkernels "
                 "compute float32, u8 x s8 -> s32 and bf16 (uint16 bits) -> float32")
@@ -247,6 +253,11 @@ def recognize_block(stmt) -> Contraction | str:
         if found.kind not in REDUCED_KINDS:
             return f"block {name!r}: {precision} is tuned for {' and '.join(REDUCED_KINDS)} only, not {found.kind}"
         found = dataclasses.replace(found, precision=precision)
+    if isinstance(found, Contraction) and widened:
+        op, widened_input = widened
+        if found.op != op:
+            return f"block {name!r} widens a {dtypes[1]} input, which only {op} microkernels do, not {found.kind}"
+        found = dataclasses.replace(found, input=widened_input)
     return found
 
 

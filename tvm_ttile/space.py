@@ -53,6 +53,7 @@ class Problem:
     halo: bool = False  # the function pads the input (a convolution's padding): where, a scheme's InPlace says
     precision: str = "fp32"  # what the microkernels multiply (precision.PRECISIONS)
     dot: str = ""  # the tag of the instruction they multiply with (precision.tag_for: "" for the ISA's first)
+    input: str = ""  # a depthwise input narrower than the lanes, widened as read (microkernels.spec.WIDENED_INPUTS)
 
     @property
     def in_place_borders(self) -> tuple:
@@ -119,7 +120,7 @@ class Problem:
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": cp, "r": operator.R,
                      "s": operator.S}
             return cls("depthwise", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       cp - operator.C, halo=any(operator.pads))
+                       cp - operator.C, halo=any(operator.pads), input=operator.widened_input)
         if isinstance(operator, Conv2d):  # a grouped one: one conv2d per group, the group a batch level
             g = operator.groups
             kg = operator.K // g
@@ -179,8 +180,9 @@ def admissible(problem: Problem, kept: list, max_parts_per_pair: int = 4) -> lis
     where no kept microkernel 2 vectors wide or more divides it (N = 1009 is 127 vectors: 3 x 41 + 2 x 2 from 4x3
     and 4x2): the weights then need no padding copy, which a Pad specifier makes at every call."""
     size, vector, lanes = problem.size, problem.vector, problem.lanes
-    kept = [dataclasses.replace(mk, stride=problem.stride, dilation=problem.dilation) for mk in kept
-            if mk.op == problem.op and mk.lanes == lanes]
+    # (an fp32 depthwise microkernel reads a narrower input as it is, widening each load: the same unrolls)
+    kept = [dataclasses.replace(mk, stride=problem.stride, dilation=problem.dilation, input=problem.input)
+            for mk in kept if mk.op == problem.op and mk.lanes == lanes]
     out = [Choice(mk) for mk in kept if _fits(mk, size)]
     for cls in classes_of(kept, vector=vector_count_awkward(size[vector] // lanes, kept, vector)):
         dim = cls["dim"]
@@ -310,7 +312,7 @@ def microkernel_of(problem: Problem, scheme: Scheme, lambda_unroll: int | None =
     unrolled = FAMILIES[problem.op]["unrolled_reduction"]
     red = specs[i - 1].n * (factors.get(unrolled, 1) if unrolled else 1)
     return Microkernel.make(problem.op, problem.isa, problem.lanes, red, problem.stride, problem.dilation,
-                            problem.precision, problem.dot, **factors)
+                            problem.precision, problem.dot, problem.input, **factors)
 
 
 def vector_widths(kept: list, vector: str) -> set:

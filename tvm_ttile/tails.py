@@ -18,7 +18,8 @@ from .space import Problem, microkernel_of
 TAIL_PREFIX = "ttile_tail~"
 
 
-def _region_mk(op, isa, lanes, stride, dilation, ext: dict, precision: str = "fp32", dot: str = "") -> Microkernel:
+def _region_mk(op, isa, lanes, stride, dilation, ext: dict, precision: str = "fp32", dot: str = "",
+               input: str = "") -> Microkernel:
     """A Microkernel whose tile is `ext`: its description is exactly the tile computation we need."""
     family = FAMILIES[op]
     v = family["vector"]
@@ -31,7 +32,7 @@ def _region_mk(op, isa, lanes, stride, dilation, ext: dict, precision: str = "fp
     if family["unrolled_reduction"]:  # conv2d: the region's c is the reduction loop's, none unrolled
         factors[family["unrolled_reduction"]] = 1
     return Microkernel.make(op, isa, lanes, ext.get(family["reduction"], 1), stride, dilation, precision, dot,
-                            **factors)
+                            input, **factors)
 
 
 def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: int = 0, prefetch: int = 0,
@@ -40,19 +41,21 @@ def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: in
     suffix = intrin.variant_suffix(packed, prefetch, zero_start, one_d)
     kind = "" if problem.precision == "fp32" else f":{problem.precision}"  # (fp32's names stay as they were)
     kind += f".{problem.dot}" if problem.dot else ""
+    kind += f"<{problem.input}" if problem.input else ""
     return (f"{TAIL_PREFIX}{problem.op}~{problem.isa}x{problem.lanes}{kind}~st{problem.stride}~dl{problem.dilation}~"
             f"{sub.text}{extra}{'~' + suffix if suffix else ''}")
 
 
 def _parse_tail_name(name: str):
-    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)?~st(\d+)~dl(\d+)~(.*?)"
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)?(?:<(\w+))?~st(\d+)~dl(\d+)~(.*?)"
                      + r"(?:~ext=([\w,]+))?"
                      + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?"
                      + f"({intrin.ONE_D})?)?", name)
     if not m:
         raise TTileError(f"not a tvm_ttile tail intrinsic name: {name!r}")
-    op, isa, lanes, precision, dot, st, dl, text, ext, packed, prefetch, zero_start, one_d = m.groups()
-    problem = Problem(op, (), int(lanes), isa, int(st), int(dl), precision=precision or "fp32", dot=dot or "")
+    op, isa, lanes, precision, dot, widened, st, dl, text, ext, packed, prefetch, zero_start, one_d = m.groups()
+    problem = Problem(op, (), int(lanes), isa, int(st), int(dl), precision=precision or "fp32", dot=dot or "",
+                      input=widened or "")
     sizes = None if ext is None else {item[0]: int(item[1:]) for item in ext.split(",")}
     return (problem, Scheme.parse(text), sizes, int(packed or 0), int(prefetch or 0), bool(zero_start),
             bool(one_d))
@@ -67,7 +70,8 @@ def register_tail(problem: Problem, sub: Scheme, ext: dict | None = None, packed
     reduction); `one_d`: over a 1-d convolution's buffers (intrin.ONE_D). Returns (name, region_mk)."""
     name = tail_name(problem, sub, ext, packed, prefetch, zero_start, one_d)
     region = _region_mk(problem.op, problem.isa, problem.lanes, problem.stride, problem.dilation,
-                        ext if ext is not None else sub.extents(problem.lanes)[0], problem.precision, problem.dot)
+                        ext if ext is not None else sub.extents(problem.lanes)[0], problem.precision, problem.dot,
+                        problem.input)
     if TensorIntrin.get(name, allow_missing=True) is None:
         desc = intrin._func(region, impl=False, packed=packed, one_d=one_d)
         with IRBuilder() as ib:

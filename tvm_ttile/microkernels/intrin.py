@@ -19,7 +19,7 @@ from tvm.tirx.script import builder as T
 from ..errors import TTileError
 from ..precision import get as get_precision
 from . import intrin_dot
-from .spec import Microkernel
+from .spec import WIDENED_INPUTS, Microkernel
 from .no_init import skip_init
 from .packed import packed_shape, weights
 
@@ -141,10 +141,23 @@ def _buffers(mk: Microkernel, params, impl: bool, packed: int = 0, one_d: bool =
     if packed:
         shapes[1] = packed_shape(shapes[1], packed)
     out = []
-    for p, shape in zip(params, shapes):
+    for p, shape, dtype in zip(params, shapes, (input_dtype(mk), "float32", "float32")):
         strides = [T.int32() for _ in shape[:-1]] + [1] if impl else None
-        out.append(T.match_buffer(p, shape, "float32", strides=strides, offset_factor=1))
+        out.append(T.match_buffer(p, shape, dtype, strides=strides, offset_factor=1))
     return out
+
+
+def input_dtype(mk: Microkernel) -> str:
+    """The dtype of an fp32 microkernel's input buffer: float32, or the narrower one it widens (WIDENED_INPUTS)."""
+    return WIDENED_INPUTS[mk.input] if mk.input else "float32"
+
+
+def _widened(mk: Microkernel, value):
+    """An input element or vector of `mk` as the fp32 its lanes multiply (a u8 one converted)."""
+    if not mk.input:
+        return value
+    lanes = str(value.ty).partition("x")[2]
+    return tir.Cast(f"float32x{lanes}" if lanes else "float32", value)
 
 
 def _func(mk: Microkernel, impl: bool, packed: int = 0, prefetch: int = 0, zero_start: bool = False,
@@ -200,7 +213,7 @@ def _desc_body(mk, A, B, C):
             elif mk.op == "depthwise":
                 st, dl = mk.stride, mk.dilation
                 o = [0, g("h"), g("w"), g("k")]
-                store(C, C[tuple(o)] + A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("k")]
+                store(C, C[tuple(o)] + _widened(mk, A[0, g("h") * st + g("r") * dl, g("w") * st + g("s") * dl, g("k")])
                       * B[g("r"), g("s"), g("k")], o)
             else:
                 o = [g("i"), g("j")]
@@ -250,8 +263,9 @@ def emit_microkernel(mk, A, B, C, base: dict, prefetch: int = 0, zero_start: boo
         steps = [(s,) for s in range(u["s"])]
         st, dl = mk.stride, mk.dilation
         out_at = lambda row, kk: [0, b("h") + row[1], b("w") + row[0], b("k") + kk * L]  # noqa: E731
-        in_at = lambda row, step, r, kk: A.vload([0, (b("h") + row[1]) * st + (b("r") + r) * dl,  # noqa: E731
-                                                  (b("w") + row[0]) * st + (b("s") + step[0]) * dl, b("k") + kk * L], vec)
+        in_at = lambda row, step, r, kk: _widened(mk, A.vload(  # noqa: E731
+            [0, (b("h") + row[1]) * st + (b("r") + r) * dl, (b("w") + row[0]) * st + (b("s") + step[0]) * dl,
+             b("k") + kk * L], vec if not mk.input else f"{input_dtype(mk)}x{L}"))
         w_at = lambda step, r, kk: [b("r") + r, b("s") + step[0], b("k") + kk * L]  # noqa: E731
         red_trips = mk.red
     else:

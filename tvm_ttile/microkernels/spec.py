@@ -32,6 +32,10 @@ FAMILIES = {
 # The families that have reduced-precision microkernels (int8: intrin_dot.py).
 REDUCED_OPS = ("matmul", "conv2d")
 
+# Inputs an fp32 depthwise microkernel may read narrower than its lanes, widened by the load: the dtype each holds.
+# A quantized depthwise layer's u8 activations (operators.QDepthwise), read in place and converted in registers.
+WIDENED_INPUTS = {"u8": "uint8"}
+
 
 @dataclasses.dataclass(frozen=True)
 class Microkernel:
@@ -44,6 +48,7 @@ class Microkernel:
     dilation: int = 1
     precision: str = "fp32"  # precision.PRECISIONS: what it multiplies; `red` counts reduction elements in any
     dot: str = ""  # the instruction's tag (precision.DotProduct.tag), "" for its ISA's first
+    input: str = ""  # WIDENED_INPUTS: an fp32 depthwise microkernel's input held narrower, widened as it is loaded
 
     def __post_init__(self):
         if self.op not in FAMILIES:
@@ -66,6 +71,9 @@ class Microkernel:
                 raise TTileError(f"{self.precision} conv2d microkernels unroll no c, got {self.get('c')}")
         if self.dot:
             dot_for_isa(self.precision, self.isa, self.dot)  # (refuses a tag the precision has not on this ISA)
+        if self.input and (self.input not in WIDENED_INPUTS or (self.op, self.precision) != ("depthwise", "fp32")):
+            raise TTileError(f"an input of {self.input!r} is read by fp32 depthwise microkernels only, as one of "
+                             f"{sorted(WIDENED_INPUTS)}; got a {self.precision} {self.op} one")
 
     @property
     def instruction(self):
@@ -73,7 +81,7 @@ class Microkernel:
         return dot_for_isa(self.precision, self.isa, self.dot)
 
     @classmethod
-    def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", dot="", **factors):
+    def make(cls, op, isa, lanes, red, stride=1, dilation=1, precision="fp32", dot="", input="", **factors):
         dims = FAMILIES.get(op, {}).get("dims")
         if dims is None:
             raise TTileError(f"unknown microkernel op {op!r}; choose one of {sorted(FAMILIES)}")
@@ -81,7 +89,7 @@ class Microkernel:
         if unknown:
             raise TTileError(f"{op} microkernels have no dimension(s) {sorted(unknown)}; they unroll {dims}")
         return cls(op, isa, lanes, tuple((d, factors.get(d, 1)) for d in dims), red, stride, dilation, precision,
-                   dot)
+                   dot, input)
 
     def get(self, dim: str) -> int:
         return dict(self.unroll)[dim]
@@ -158,6 +166,7 @@ class Microkernel:
         """Canonical text: parses back with `Microkernel.parse`."""
         extra = "" if (self.stride, self.dilation) == (1, 1) else f" stride={self.stride} dilation={self.dilation}"
         kind = "" if self.precision == "fp32" else f":{self.precision}" + (f".{self.dot}" if self.dot else "")
+        kind += f"<{self.input}" if self.input else ""
         return f"{self.op}/{self.isa}x{self.lanes}{kind} {self.scheme} red={self.red}{extra}"
 
     @property
@@ -166,9 +175,10 @@ class Microkernel:
         body = "_".join(f"{d}{f}" for d, f in self.unroll)
         extra = "" if (self.stride, self.dilation) == (1, 1) else f"_st{self.stride}_dl{self.dilation}"
         kind = "" if self.precision == "fp32" else f"{self.precision}_" + (f"{self.dot}_" if self.dot else "")
+        kind += f"{self.input}in_" if self.input else ""
         return f"ttile_{self.op}_{self.isa}x{self.lanes}_{kind}{body}_red{self.red}{extra}"
 
-    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)? \[(.*)\] red=(\d+)"
+    _TEXT = re.compile(r"^(\w+)/(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)?(?:<(\w+))? \[(.*)\] red=(\d+)"
                        r"(?: stride=(\d+) dilation=(\d+))?$")
 
     @classmethod
@@ -176,18 +186,19 @@ class Microkernel:
         m = cls._TEXT.match(text.strip())
         if not m:
             raise TTileError(f"not a microkernel text: {text!r}")
-        op, isa, lanes, precision, dot, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, dot, widened, body, red, st, dl = m.groups()
         factors = {}
         for item in re.findall(r"U\((\d+),(\w)\)", body):
             factors[item[1]] = int(item[0])
         mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", dot or "",
-                      **factors)
+                      widened or "", **factors)
         if mk.text != text.strip():
             raise TTileError(f"not a canonical microkernel text: {text!r} (canonical: {mk.text!r})")
         return mk
 
     _NAME = re.compile(r"^ttile_(\w+?)_(\w+)x(\d+)_(?:(" + "|".join(p for p in PRECISIONS if p != "fp32")
-                       + r")_)?(?:(" + "|".join(TAGS) + r")_)?((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
+                       + r")_)?(?:(" + "|".join(TAGS) + r")_)?(?:(" + "|".join(WIDENED_INPUTS)
+                       + r")in_)?((?:[a-z]\d+_)+)red(\d+)(?:_st(\d+)_dl(\d+))?$")
 
     @classmethod
     def from_name(cls, name: str) -> "Microkernel":
@@ -195,10 +206,10 @@ class Microkernel:
         m = cls._NAME.match(name)
         if not m:
             raise TTileError(f"not a tvm_ttile microkernel intrinsic name: {name!r}")
-        op, isa, lanes, precision, dot, body, red, st, dl = m.groups()
+        op, isa, lanes, precision, dot, widened, body, red, st, dl = m.groups()
         factors = {item[0]: int(item[1:]) for item in body.strip("_").split("_")}
         mk = cls.make(op, isa, int(lanes), int(red), int(st or 1), int(dl or 1), precision or "fp32", dot or "",
-                      **factors)
+                      widened or "", **factors)
         if mk.name != name:
             raise TTileError(f"not a canonical microkernel intrinsic name: {name!r}")
         return mk

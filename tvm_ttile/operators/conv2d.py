@@ -183,11 +183,17 @@ class Depthwise(_Operator):
         return inp, wgt, self.compute(inp, wgt, cp)
 
     input_dtype = property(lambda self: self.dtype)
-    converts_input = False  # whether the input copy computes its values (QDepthwise: a u8 input's real value)
+    widened_input = ""  # microkernels.spec.WIDENED_INPUTS: an input narrower than the lanes (QDepthwise's u8)
 
-    def input_value(self, value):
-        """What the convolution multiplies for one input element (QDepthwise: its integer minus the zero point)."""
+    def widen(self, value):
+        """What the convolution multiplies for one input element (QDepthwise: a u8 converted to fp32)."""
         return value
+
+    def padding_value(self):
+        """What the input's padding holds (QDepthwise: the zero point)."""
+        from tvm import te
+
+        return te.const(0, self.input_dtype)
 
     def compute(self, inp, wgt_in, channels: int | None = None):
         """The output tensor of `te` from given input and weight tensors (a Relax rewrite's call_te); `channels`:
@@ -198,13 +204,13 @@ class Depthwise(_Operator):
         wgt = wgt_in if cp == int(wgt_in.shape[2]) else te.compute(
             (self.R, self.S, cp), lambda r, s, c: te.if_then_else(c < self.C, wgt_in[r, s, c], 0.0), name="W_pad")
         src = inp
-        if any(self.pads) or cp != self.C or self.converts_input:
+        if any(self.pads) or cp != self.C:
             top, left, bottom, right = self.pads
             src = te.compute(
                 (self.N, self.H + top + bottom, self.W + left + right, cp),
                 lambda n, h, w, c: te.if_then_else(
                     te.all(h >= top, h < self.H + top, w >= left, w < self.W + left, c < self.C),
-                    self.input_value(inp[n, h - top, w - left, te.min(c, self.C - 1)]), 0.0),
+                    inp[n, h - top, w - left, te.min(c, self.C - 1)], self.padding_value()),
                 name="pad_temp",
             )
         r = te.reduce_axis((0, self.R), name="r")
@@ -212,7 +218,8 @@ class Depthwise(_Operator):
         st, dl = self.stride, self.dilation
         out = te.compute(
             (self.N, self.out_h, self.out_w, cp),
-            lambda n, h, w, c: te.sum(src[n, h * st + r * dl, w * st + s * dl, c] * wgt[r, s, c], axis=[r, s]),
+            lambda n, h, w, c: te.sum(self.widen(src[n, h * st + r * dl, w * st + s * dl, c]) * wgt[r, s, c],
+                                      axis=[r, s]),
             name=self.BLOCK,
         )
         if cp != self.C:

@@ -1,12 +1,14 @@
-"""The int8 depthwise convolution, NHWC: O[N, OH, OW, C] = sum over r, s of (I[n, h, w, c] - input_zero) x W[r, s, c]
-for a u8 input and s8 weights, computed exactly in fp32 lanes.
+"""The int8 depthwise convolution, NHWC: O[N, OH, OW, C] = sum over r, s of I[n, h, w, c] x W[r, s, c] for a u8
+input padded with its zero point and s8 weights, computed exactly in fp32 lanes.
 
 A dot-product instruction has nothing to fold here: each output channel reduces over its own R x S window, not
-over groups of input channels. So the input copy turns each u8 into the float of (value - zero point), the
-padding 0, and the depthwise microkernels multiply it by the s8 weights held as floats, the layer's constants. Every
-product and partial sum is an integer below 2^24 in magnitude (`EXACT_TAPS`), so fp32 holds it exactly: the
-result equals the integer convolution, and the layer before writes u8, not fp32. Rates are fp32's: they count
-the fp32 lanes the microkernels use.
+over groups of input channels. So the depthwise microkernels read the u8 input itself and widen each vector as they
+load it (microkernels.spec.WIDENED_INPUTS; a tile inside the input reads it in place) and multiply it by the s8
+weights held as floats, the layer's constants. Every product and partial sum is an integer below 2^24 in magnitude
+(`EXACT_TAPS`), so fp32 holds it exactly: the result equals the integer convolution. As for QConv2d, the
+padding holds the input's zero point, so the compensation (zero point x the sum of a channel's weights) is the same
+at every output position: the caller's constant. The layer before writes u8, a quarter of fp32's bytes. Rates are
+fp32's: they count the fp32 lanes the microkernels use.
 """
 from __future__ import annotations
 
@@ -24,13 +26,13 @@ EXACT_TAPS = (1 << 24) // (255 * 128)
 
 @dataclasses.dataclass(frozen=True)
 class QDepthwise(Depthwise):
-    """Depthwise of a u8 input with zero point `input_zero` (its padding means the real value 0) and s8 weights
-    [R, S, C], the result exact (module doc)."""
+    """Depthwise of a u8 input padded with its zero point `input_zero` and s8 weights [R, S, C], the result
+    exact (module doc)."""
 
     input_zero: int = 0
     prepack: bool = True  # weights are a quantized layer's constants
     input_dtype = "uint8"
-    converts_input = True
+    widened_input = "u8"
     data_precision = "int8"
 
     def __post_init__(self):
@@ -46,8 +48,13 @@ class QDepthwise(Depthwise):
         return cls(C=op.C, H=op.H, W=op.W, R=op.R, S=op.S, stride=op.stride, pad=op.pad, dilation=op.dilation,
                    N=op.N, name=op.name, input_zero=input_zero)
 
-    def input_value(self, value):
-        return value.astype("float32") - float(self.input_zero)
+    def widen(self, value):
+        return value.astype("float32")
+
+    def padding_value(self):
+        from tvm import te
+
+        return te.const(self.input_zero, "uint8")
 
     @property
     def operand_bytes(self) -> dict:
@@ -67,10 +74,9 @@ class QDepthwise(Depthwise):
                 rng.integers(-128, 128, shapes["weights"]).astype(np.float32))
 
     def reference(self, inp, wgt):
-        """numpy's int64 convolution of (I - input_zero), padded with 0, as the fp32 the kernel writes."""
-        shifted = inp.astype(np.int64) - self.input_zero
-        out = conv2d_nhwc_reference(shifted, check_int8(wgt)[:, :, None, :], self.stride, self.pad, self.dilation,
-                                    groups=self.C, exact=True)
+        """numpy's int64 convolution of I padded with input_zero, as the fp32 the kernel writes."""
+        out = conv2d_nhwc_reference(inp, check_int8(wgt)[:, :, None, :], self.stride, self.pad, self.dilation,
+                                    groups=self.C, pad_value=self.input_zero, exact=True)
         return out.astype(np.float32)
 
 
