@@ -10,7 +10,9 @@ gives a conv2d over fp32 values. Here
    weights with zero points 0 becomes the int8 convolution of operators.QConv2d on the u8 tensor itself (padded
    with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
    the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
-   into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights.
+   into the task as its epilogue. compensation[k] = z_x x the sum of output channel k's weights. A depthwise
+   conv2d (one input channel per output channel) becomes operators.QDepthwise on the u8 tensor the same way: its
+   fp32 microkernels widen the u8 loads in registers, exact, so the layer before writes u8.
 A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
 dimensions folded into rows); the int32 products of MatMulInteger and ConvInteger (dynamic quantization's, the
 input's zero point maybe a tensor) become QMatmul and QConv2d on the u8 tensor too. Every conv2d or matmul left in
@@ -175,22 +177,44 @@ class _IntegerConv2d(relax.PyExprMutator):
         if x is None:
             return call  # an fp32 conv2d: nothing quantized about it
         name = _conv2d_name(call)
-        why = _geometry_unfit(a)
+        depthwise = _is_depthwise(call)
+        why = _geometry_unfit(a, depthwise)
         weights = None
         if not why:
             weights, why = _weights(self, call.args[1])
-        if not why:
+        if not why and depthwise:
+            why = _depthwise_unfit(weights[0])
+        elif not why:
             why = self._unfit(weights[0])
         if why:
             self.report.kept_fp32.append((name, why))
             return call
         q, sx, zx = x
         w, sw = weights
-        acc = self._conv_products(call, q, w, zx)
         self.report.integer.append(name)
+        if depthwise:
+            return self._depthwise(call, q, w[:, :, 0, :], zx, sx * sw)
+        acc = self._conv_products(call, q, w, zx)
         real = relax.op.astype(relax.op.subtract(acc, _const(zx * w.astype(np.int64).sum(axis=(0, 1, 2)), "int32")),
                                "float32")
         return relax.op.multiply(real, _const(sx * sw, "float32"))
+
+    def _depthwise(self, call, q, w, input_zero: int, scale):
+        """operators.QDepthwise on the u8 tensor `q` (padded with `input_zero`) and the s8 weights `w` [R, S, C]
+        as floats: its microkernels read q itself, widened in registers. Its exact result less the compensation
+        (`input_zero` x each channel's weight sum, exact too), then x `scale` per channel."""
+        from ..operators import QDepthwise
+
+        a = call.attrs
+        q = self.builder_.emit(q) if isinstance(q, relax.Call) else q
+        n, h, width, c = static_shape(q) or static_shape(call.args[0])
+        r, s, _ = w.shape
+        op = QDepthwise(C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
+                        dilation=int(a.dilation[0]), N=n, input_zero=input_zero)
+        weights = relax.const(op.constant_weights(w, (r, s, -(-c // self.lanes) * self.lanes)))
+        acc = self.builder_.call_te(op.compute, q, weights, primfunc_name_hint="qdepthwise")
+        compensation = input_zero * w.astype(np.int64).sum(axis=(0, 1))
+        return relax.op.multiply(relax.op.subtract(acc, _const(compensation, "float32")), _const(scale, "float32"))
 
     def _conv_products(self, call, q, w, input_zero: int):
         """The int32 result of operators.QConv2d on the u8 tensor `q` (padded with `input_zero`) and s8 HWIO
@@ -318,13 +342,27 @@ def _conv2d_name(call) -> str:
     return f"conv2d {list(static_shape(call.args[0]) or ())} x {list(static_shape(call.args[1]) or ())}"
 
 
-def _geometry_unfit(a) -> str:
-    """Why a conv2d of attributes `a` has no int8 task ("" when it has one)."""
+def _is_depthwise(call) -> bool:
+    """Whether a conv2d has one input channel per group and per output channel."""
+    groups = int(call.attrs.groups)
+    return groups > 1 and groups == (static_shape(call.args[0]) or (0,))[-1] == (static_shape(call) or (1,))[-1]
+
+
+def _depthwise_unfit(w) -> str:
+    """Why an int8 depthwise layer of s8 HWIO weights `w` has no exact task ("" when it has one)."""
+    from ..operators.qdepthwise import EXACT_TAPS
+
+    taps = w.shape[0] * w.shape[1]
+    return "" if taps <= EXACT_TAPS else f"its {taps} taps sum beyond what fp32 holds exactly ({EXACT_TAPS})"
+
+
+def _geometry_unfit(a, depthwise: bool = False) -> str:
+    """Why a conv2d of attributes `a` (a `depthwise` one: one channel per group) has no int8 task ("" when it has
+    one)."""
     if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
-    if int(a.groups) != 1:
-        return (f"it has {int(a.groups)} groups (int8 grouped convolutions are not built; an int8 depthwise one, "
-                f"operators.QDepthwise, converts its input in a copy and measured slower than fp32's)")
+    if int(a.groups) != 1 and not depthwise:
+        return f"it has {int(a.groups)} groups (int8 grouped convolutions are not built)"
     if len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
         return "its strides or dilations differ along h and w"
     return ""
