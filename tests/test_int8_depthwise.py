@@ -1,7 +1,7 @@
 """int8 depthwise (operators.QDepthwise): a u8 input padded with its zero point and s8 weights, computed in fp32 lanes
-by the depthwise microkernels reading u8, must equal numpy's integer convolution bit for bit for every drawn scheme (random shapes,
-primes, zero points, strides, pads, 1 and 2 threads); a window too wide for fp32's exact integers is refused in one
-line; the shapes-file and command-line precision reach it."""
+by the depthwise microkernels reading u8, must equal numpy's integer convolution bit for bit for every drawn scheme
+(random shapes, primes, zero points, strides, pads, 1 and 2 threads) and read the u8 input in place; a window too
+wide for fp32's exact integers is refused in one line; the shapes-file and command-line precision reach it."""
 import json
 import random
 

@@ -47,7 +47,8 @@ def tail_name(problem: Problem, sub: Scheme, ext: dict | None = None, packed: in
 
 
 def _parse_tail_name(name: str):
-    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)?(?:<(\w+))?~st(\d+)~dl(\d+)~(.*?)"
+    m = re.fullmatch(re.escape(TAIL_PREFIX) + r"(\w+)~(\w+)x(\d+)(?::(\w+)(?:\.(\w+))?)?(?:<(\w+))?"
+                     + r"~st(\d+)~dl(\d+)~(.*?)"
                      + r"(?:~ext=([\w,]+))?"
                      + f"(?:~(?:{intrin.PACKED}(\\d+))?(?:{intrin.PREFETCH}(\\d+))?({intrin.ZERO_START})?"
                      + f"({intrin.ONE_D})?)?", name)
