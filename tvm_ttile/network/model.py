@@ -287,8 +287,9 @@ def fp32_agreement(fp32_net, net, ctx: Context, vm, x, libraries) -> dict:
 def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bool = False,
              tolerance: float = TOLERANCE, spread: bool = False, beside=()) -> dict:
     """Every output against tvm_ttile's and the untuned build's, and whether all agree within TOLERANCE x the
-    output's scale; a quantized model's (`step`: its output's quantization step) within one step, since rounding
-    to a step is where equal integer results may part (an fp32 rescale computed with or without an FMA).
+    output's scale; a quantized model's (`step`: its output's quantization step) within one step of its untuned
+    build and, for quantized.WITHIN_ONE_STEP of the elements, of ONNX Runtime's, since rounding to a step is where equal
+    integer results may part (an fp32 rescale computed with or without an FMA).
     `own_build_only` (bf16): only tvm_ttile against its untuned build of the same precision counts, the others
     compute in another precision (how far each is from fp32 is against_fp32's). `tolerance`: the precision's
     (precision.Precision.network_tolerance). `spread` (a dynamically quantized model: its activations quantized per
@@ -313,8 +314,15 @@ def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bo
             and not any(name.endswith(f" vs {b}") or name.startswith(f"{b} vs ") for b in beside)]
     # outputs that do not vary (a classifier head of zeros) agree whatever the network computes: not a check
     constant = float(np.ptp(ref)) == 0.0
-    correct = (all(err <= allowed for name, err in checks.items() if name in held)
-               and all(t.verified for t in tuned.tasks if t.trials) and not constant)
+    agrees = {name: err <= allowed for name, err in checks.items() if name in held}
+    reference = f"tvm_ttile vs {INT8_REFERENCE}"
+    if step and reference in agrees:
+        # Each layer rounds its rescale to a step, in ONNX's order there and in fp32 steps here: a step's
+        # difference at one layer may grow through the next ones to two at the output, on a few elements of a
+        # deep network (MobileNet-v2: in either depthwise form). Held to that share within one step.
+        share = quantized.agreement(outputs["tvm_ttile"], outputs[INT8_REFERENCE], step)["within_one_step"]
+        agrees[reference] = share >= quantized.WITHIN_ONE_STEP
+    correct = all(agrees.values()) and all(t.verified for t in tuned.tasks if t.trials) and not constant
     return {"tolerance": tolerance, "output_scale": scale, "max_abs_error": checks, "correct": correct,
             "allowed_error": allowed, "held_to": "all" if held == list(checks) else " and ".join(held),
             "constant_output": constant}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import TTileError
+from ..relax.quantized import WITHIN_ONE_STEP
 from ..samplers import options_text
 from ..winograd import TILE_SIZES
 from .fidelity import format_lines as fidelity_lines
@@ -106,8 +107,9 @@ def format_report(r) -> str:
         lines += ["", f"MetaSchedule (tune_relax, default policy): {r['metaschedule']['trials']} trials in "
                       f"{r['metaschedule']['tuning_seconds']:.0f} s, on the network as TVM prepares it (NHWC; outputs "
                       "not padded to whole vectors)."]
-    allowed = (f"one quantization step, {r['allowed_error']:.3g}" if r.get("int8_agreement")
-               else f"tolerance {r['tolerance']:g} x {r['output_scale']:.3g}")
+    allowed = (f"one quantization step, {r['allowed_error']:.3g}, for {WITHIN_ONE_STEP:.1%} of the elements "
+               "against ONNX Runtime"
+               if r.get("int8_agreement") else f"tolerance {r['tolerance']:g} x {r['output_scale']:.3g}")
     if not r.get("int8_agreement") and r["allowed_error"] > r["tolerance"] * r["output_scale"] * (1 + 1e-9):
         allowed += f", widened to the engines' own spread from the untuned build, {r['allowed_error']:.3g}"
     if r.get("held_to", "all") != "all":

@@ -56,6 +56,14 @@ class QDepthwise(Depthwise):
 
         return te.const(self.input_zero, "uint8")
 
+    def compensated(self, inp, wgt, compensation):
+        """The output of `compute` less `compensation[c]` (the zero point x channel c's weight sum: the integer
+        convolution of I - input_zero, exact), as a quantized network's task computes it."""
+        from tvm import te
+
+        out = self.compute(inp, wgt)
+        return te.compute(out.shape, lambda n, h, w, c: out[n, h, w, c] - compensation[c], name="compensated")
+
     @property
     def operand_bytes(self) -> dict:
         """The u8 input's bytes; the weights and the output are floats."""

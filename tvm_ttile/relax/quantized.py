@@ -202,7 +202,8 @@ class _IntegerConv2d(relax.PyExprMutator):
     def _depthwise(self, call, q, w, input_zero: int, scale):
         """operators.QDepthwise on the u8 tensor `q` (padded with `input_zero`) and the s8 weights `w` [R, S, C]
         as floats: its microkernels read q itself, widened in registers. Its exact result less the compensation
-        (`input_zero` x each channel's weight sum, exact too), then x `scale` per channel."""
+        (`input_zero` x each channel's weight sum) inside the task, exact too, then x `scale` per channel: as two
+        steps in the graph, the rescaling merge would scale both first and subtract two large, rounded numbers."""
         from ..operators import QDepthwise
 
         a = call.attrs
@@ -212,9 +213,9 @@ class _IntegerConv2d(relax.PyExprMutator):
         op = QDepthwise(C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
                         dilation=int(a.dilation[0]), N=n, input_zero=input_zero)
         weights = relax.const(op.constant_weights(w, (r, s, -(-c // self.lanes) * self.lanes)))
-        acc = self.builder_.call_te(op.compute, q, weights, primfunc_name_hint="qdepthwise")
-        compensation = input_zero * w.astype(np.int64).sum(axis=(0, 1))
-        return relax.op.multiply(relax.op.subtract(acc, _const(compensation, "float32")), _const(scale, "float32"))
+        compensation = _const(input_zero * w.astype(np.int64).sum(axis=(0, 1)), "float32")
+        acc = self.builder_.call_te(op.compensated, q, weights, compensation, primfunc_name_hint="qdepthwise")
+        return relax.op.multiply(acc, _const(scale, "float32"))
 
     def _conv_products(self, call, q, w, input_zero: int):
         """The int32 result of operators.QConv2d on the u8 tensor `q` (padded with `input_zero`) and s8 HWIO
@@ -533,6 +534,11 @@ def float_nodes(onnx_model) -> list:
     dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] not in constants}
     return [f"{n.op_type} '{n.name or n.output[0]}'" for n in graph.node
             if n.op_type not in INTEGER_OPS + MOVING_OPS and any(i in dequantized for i in n.input)]
+
+
+# The share of a quantized network's output elements within one quantization step of ONNX Runtime's that it must
+# reach (network.model.accuracy)
+WITHIN_ONE_STEP = 0.999
 
 
 def agreement(got, ref, step: float) -> dict:
