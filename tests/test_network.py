@@ -568,7 +568,8 @@ def test_search_and_comparison_values_refuse_bad_options_in_one_line(tmp_path):
 
 def test_a_task_check_allows_a_requantized_output_one_step_and_no_more():
     """verify_against_untuned: an 8-bit output one step off (an fp32 rescale rounded at a tie) passes, two steps
-    fail, and the difference is counted in real numbers (u8 158 against 159 is 1, not 255)."""
+    fail, and the difference is counted in real numbers (u8 158 against 159 is 1, not 255); the same for a float
+    output of whole numbers (a requantized value kept in fp32)."""
     import tvm
     from tvm import te
 
@@ -583,6 +584,14 @@ def test_a_task_check_allows_a_requantized_output_one_step_and_no_more():
     assert verify_against_untuned(shifted(1), shifted(0), target) == (True, 1.0)
     assert verify_against_untuned(shifted(2), shifted(0), target) == (False, 2.0)
     assert verify_against_untuned(shifted(1, "int32"), shifted(0, "int32"), target)[0] is False  # exact for s32
+
+    def rounded(step):  # a requantized value the next layer reads in fp32: whole numbers in a float buffer
+        x = te.placeholder((64,), "float32", name="x")
+        y = te.compute((64,), lambda i: tvm.te.round(x[i] * 100.0) + tvm.tirx.const(step, "float32"))
+        return tvm.IRModule({"main": te.create_prim_func([x, y])})
+
+    assert verify_against_untuned(rounded(1), rounded(0), target) == (True, 1.0)
+    assert verify_against_untuned(rounded(2), rounded(0), target)[0] is False
 
 
 def test_an_engine_computing_in_bf16_is_reported_beside_an_fp32_build_not_held_to():
