@@ -93,6 +93,61 @@ def test_padded_product_broadcasts_batch_dimensions_and_reads_a_transposed_opera
         np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
+def test_padded_product_in_bf16_is_the_product_of_the_same_bf16_values():
+    """bf16 (a bf16 network's attention): both operands rounded to bf16 and B packed in pairs inside the function,
+    an odd K padded with zeros, N padded, batch dimensions broadcast, a transposed B: the float64 product of the
+    same bf16 values, to fp32 accumulation's tolerance."""
+    from tvm import te
+
+    from tvm_ttile import bfloat16
+
+    rng = np.random.default_rng(5)
+    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16), ((3, 13, 13), (3, 13, 7), False, 7)]
+    for a_shape, b_shape, transposed, padded in cases:
+        a, b = te.placeholder(a_shape, name="a"), te.placeholder(b_shape, name="b")
+        c = padded_product(a, b, 7, padded, transposed, precision="bf16")
+        f = tvm.compile(te.create_prim_func([a, b, c]), target="llvm")
+        x, y = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+        xb, yb = (bfloat16.values(bfloat16.bits(v)).astype(np.float64) for v in (x, y))
+        ref = xb @ (np.swapaxes(yb, -1, -2) if transposed else yb)
+        out = tvm.runtime.tensor(np.zeros(ref.shape, np.float32))
+        f(tvm.runtime.tensor(x), tvm.runtime.tensor(y), out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+        assert np.abs(out.numpy() - x @ (np.swapaxes(y, -1, -2) if transposed else y)).max() > 1e-5  # bf16, not fp32
+
+
+@pytest.mark.parametrize("tokens", [197, 13])
+def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catalog):
+    """In a bf16 network, Q K^T and P V (two activations) are bf16 tvm_ttile tasks, reported as bf16; where the CPU
+    has AVX512_BF16, tuned they verify and the build is within bf16's rounding of ONNX Runtime's fp32."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvm_ttile import network as nw
+    from tvm_ttile.context import Context
+    from tvm_ttile.precision import dot_product
+    from tvm_ttile.relax.bf16 import Bf16Report
+
+    model = _attention(tokens, tokens == 197)
+    report = Bf16Report()
+    mod = prepare(from_onnx(model, keep_params_in_input=False), precision="bf16", bf16_report=report)
+    assert not report.kept_fp32 and sum(" x [1, " in layer for layer in report.bf16) == 2, report
+    lanes = detect_host().lanes
+    padded = -(-tokens // lanes) * lanes
+    ours = {t.shape: t.name for t in extract_tasks(mod) if t.policy == "tvm_ttile"}
+    for shape in (f"matmul i{tokens},j{padded},k{HEAD} x{HEADS}", f"matmul i{tokens},j{HEAD},k{tokens + tokens % 2} x{HEADS}"):
+        assert "bf16_matmul" in ours.get(shape, ""), ours  # Q K^T (padded columns), P V (K padded to pairs)
+    if dot_product("bf16", detect_host()) is None:
+        return
+    ctx = Context.make(precision="bf16", work_dir=str(tmp_path / "net"))
+    res = nw.tune_network(mod, ctx, trials_per_task=2, other_trials=0, progress=False)
+    scores = [t for t in res.tasks if t.shape.endswith(f" x{HEADS}")]
+    assert len(scores) == 2 and all(t.policy == "tvm_ttile" and t.verified and t.trials for t in scores), scores
+    x = np.random.default_rng(2).standard_normal((1, tokens, HEADS * HEAD)).astype(np.float32)
+    got = nw.run(nw.build_network(mod, str(tmp_path / "net"), ctx), x)
+    ref = _ort(model, x)
+    assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
+
+
 def test_a_tuned_attention_at_197_tokens_matches(tmp_path, small_catalog):
     from tvm.relax.frontend.onnx import from_onnx
 

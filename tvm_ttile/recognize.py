@@ -160,7 +160,8 @@ def _widened(expr):
 # The precisions a contraction may compute, by the dtypes of its (output, input, weights).
 PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8",
                        ("float32", "uint16", "uint16"): "bf16"}
-REDUCED_KINDS = ("matmul", "conv2d")  # the kinds with reduced-precision microkernels (spec.REDUCED_OPS)
+# the kinds with reduced-precision microkernels (spec.REDUCED_OPS; a batch matmul runs matmul's on each instance)
+REDUCED_KINDS = ("matmul", "batch_matmul", "conv2d")
 # fp32 products of a narrower input widened as it is read, by (output, input, weights) dtypes: the microkernel
 # family that does it and the input's spec.WIDENED_INPUTS name (a quantized depthwise layer's u8 activations)
 WIDENED_DTYPES = {("float32", "uint8", "float32"): ("depthwise", "u8")}
@@ -251,7 +252,7 @@ def recognize_block(stmt) -> Contraction | str:
         found = _matmul(name, out, reduce, loads, extent)
     if isinstance(found, Contraction) and precision != "fp32":
         if found.kind not in REDUCED_KINDS:
-            return f"block {name!r}: {precision} is tuned for {' and '.join(REDUCED_KINDS)} only, not {found.kind}"
+            return f"block {name!r}: {precision} is tuned for {', '.join(REDUCED_KINDS)} only, not {found.kind}"
         found = dataclasses.replace(found, precision=precision)
     if isinstance(found, Contraction) and widened:
         op, widened_input = widened

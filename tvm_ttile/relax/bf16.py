@@ -1,10 +1,12 @@
-"""(Relax) bf16 networks: every conv2d and matmul by constant weights computed in bf16 with fp32 accumulation.
+"""(Relax) bf16 networks: every conv2d and matmul by constant weights, and every matmul of two activations (attention's
+Q K^T and P V), computed in bf16 with fp32 accumulation.
 
 After ConvertLayout (and the padding of outputs to whole vectors), a conv2d (NHWC / HWIO, one group, the same stride
 and dilation along h and w) or a matmul whose weights are constants becomes operators.QConv2d / QMatmul at bf16:
 its weights rounded to bf16 and packed in `vdpbf16ps`'s layout now, its fp32 input rounded to bf16 in the kernel's
 own input copy (no pass of its own), its output fp32, so the bias, ReLU and residual Add that follow fuse into the
-task's epilogue as they do in fp32. Activations between layers stay fp32. Every conv2d or matmul left in fp32 is
+task's epilogue as they do in fp32. A product of two activations rounds and packs both inside its task
+(padded_products.py). Activations between layers stay fp32. Every conv2d or matmul left in fp32 is
 reported with the reason (`Bf16Report.kept_fp32`), never dropped silently.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from tvm import relax
 
 from .bindings import constant_value, is_op, mutate_functions, static_shape
+from .padded_products import product_of_activations
 from .rows import folded_task
 
 
@@ -73,6 +76,9 @@ class _Bf16Products(relax.PyExprMutator):
 
         shape, w = static_shape(call.args[0]), constant_value(self, call.args[1])
         name = "matmul " + " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+        if w is None and (product := product_of_activations(self, call, self.lanes, "bf16")) is not None:
+            self.report.bf16.append(name)  # attention's Q K^T and P V (padded_products.py)
+            return product
         why = ""
         if w is None or w.dtype != np.float32 or w.ndim != 2:
             why = "its weights are not a 2-d fp32 constant"

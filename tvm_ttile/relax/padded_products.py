@@ -7,13 +7,19 @@ read leaves the tensor; a transposed operand, K^T written as a permute of K, is 
 product runs on whole vectors, and the task's last stage drops the extra columns (`C_unpad`), so the scale or mask
 after it still fuses in. The copy and the extra columns are part of the task's timed cost, as for the operators'
 `vector_lanes` padding (operators/matmul.py).
+
+In a bf16 network (`precision` "bf16") every such product of two activations is computed in bf16, as the layers by
+constant weights are (bf16.py): the left operand rounded to bf16 in its copy (`A_pad`), the right one rounded and
+packed in the instruction's pairs (`B_pack`, [..., K/2, N', 2]) in its copy, both inside the task, fp32 out.
 """
 from __future__ import annotations
 
 import tvm
 from tvm import relax, te
 
+from .. import bfloat16
 from ..operators.base import _padded
+from ..precision import get as get_precision
 from .bindings import binding_of, mutate_functions, static_shape
 
 # Padding may add at most this share of the columns (197 -> 208 adds 6%, 10 -> 16 would add 60%).
@@ -29,9 +35,10 @@ def _swapped_last(call) -> bool:
     return axes is not None and rank >= 2 and axes == list(range(rank - 2)) + [rank - 1, rank - 2]
 
 
-def padded_product(a, b, n: int, padded: int, transposed: bool):
+def padded_product(a, b, n: int, padded: int, transposed: bool, precision: str = "fp32"):
     """TE: a[..., M, K] @ B[..., K, N] on broadcast batch dimensions, B = b (or b[..., N, K] transposed), the result
-    [..., M, N]. With N padded to `padded` columns, or B transposed, B is first copied in [..., K, padded]."""
+    [..., M, N]. With N padded to `padded` columns, or B transposed, B is first copied in [..., K, padded]; in
+    bf16 both operands are copied, rounded, B in pairs (module doc)."""
     a_dims, b_dims = len(a.shape) - 2, len(b.shape) - 2
     rank = max(a_dims, b_dims)
     lead = [[1] * (rank - len(s)) + [int(d) for d in s] for s in (a.shape[:-2], b.shape[:-2])]
@@ -46,6 +53,8 @@ def padded_product(a, b, n: int, padded: int, transposed: bool):
         own = take(b_dims, b.shape[:-2], idx)
         return b[(*own, j, kk)] if transposed else b[(*own, kk, j)]
 
+    if precision != "fp32":
+        return _reduced_product(a, b_at, take, batch, a_dims, n, padded, get_precision(precision))
     # a batch matmul's operands hold every batch iterator (recognize.py): a broadcast one is copied whole
     if padded == n and not transposed and lead[1] == batch:
         rhs = lambda idx, kk, j: b_at(idx, kk, j)  # noqa: E731
@@ -64,10 +73,53 @@ def padded_product(a, b, n: int, padded: int, transposed: bool):
     return c if padded == n else te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
 
 
+def _reduced_product(a, b_at, take, batch, a_dims, n, padded, kind):
+    """padded_product in `kind` (bf16): A rounded into A_pad [..., M, K'], B rounded and packed into B_pack
+    [..., K'/g, padded, g] (K' = K rounded up to the instruction's group g, zeros beyond K), fp32 out."""
+    m, k_len, g = int(a.shape[-2]), int(a.shape[-1]), kind.group
+    kp = -(-k_len // g) * g
+    zero = te.const(0, kind.activation)
+
+    def rounded(kk, value):
+        return te.if_then_else(kk < k_len, bfloat16.te_bits(value), zero)
+
+    a_pad = te.compute((*batch, m, kp), lambda *i: rounded(i[-1], a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2],
+                                                                       te.min(i[-1], k_len - 1))]), name="A_pad")
+    b_pack = te.compute((*batch, kp // g, padded, g), lambda *i: rounded(
+        i[-3] * g + i[-1], b_at(i[:-3], te.min(i[-3] * g + i[-1], k_len - 1), te.min(i[-2], n - 1))), name="B_pack")
+    k = te.reduce_axis((0, kp), name="k")
+    c = te.compute((*batch, m, padded), lambda *i: te.sum(
+        kind.widen(a_pad[(*i[:-1], k)]) * kind.widen(b_pack[(*i[:-2], k // g, i[-1], k % g)]), axis=k), name="matmul")
+    return c if padded == n else te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
+
+
+def product_of_activations(mutator, call, lanes: int, precision: str = "fp32"):
+    """`call` (a relax.matmul of two fp32 activations of 3+ dimensions, static shapes) as a padded_product task,
+    or None: in fp32 only when its N is not whole vectors of `lanes` or its batch dimensions differ (otherwise
+    TVM's own batch matmul is read as one), in bf16 always (module doc)."""
+    a, b = call.args
+    shapes = [static_shape(e) for e in (a, b, call)]
+    if any(s is None or len(s) < 3 for s in shapes[:2]) or shapes[2] is None \
+            or any(str(e.ty.dtype) != "float32" for e in (a, b, call)) \
+            or any(isinstance(binding_of(mutator, e), tvm.ir.expr.Constant) for e in (a, b)):
+        return None
+    n = shapes[2][-1]
+    padded = _padded(n, lanes)
+    if padded - n > MAX_PADDING * n:
+        padded = n
+    broadcast = list(shapes[0][:-2]) != list(shapes[1][:-2])  # TVM's form of it is not read as a batch matmul
+    if padded == n and not broadcast and precision == "fp32":
+        return None
+    source = binding_of(mutator, b)
+    transposed = _swapped_last(source)
+    operand = source.args[0] if transposed else b
+    return mutator.builder_.call_te(lambda x, y: padded_product(x, y, n, padded, transposed, precision), a, operand,
+                                    primfunc_name_hint="matmul" if precision == "fp32" else f"{precision}_matmul")
+
+
 @relax.expr_functor.mutator
 class _PaddedColumns(relax.PyExprMutator):
-    """fp32 matmul of two activations (3+ dimensions, static shapes) whose N is not whole vectors of `lanes`, or
-    whose batch dimensions differ."""
+    """fp32 matmuls of two activations as product_of_activations makes them."""
 
     def __init__(self, lanes: int, mod=None):
         super().__init__(mod)
@@ -77,24 +129,8 @@ class _PaddedColumns(relax.PyExprMutator):
         call = self.builder_.normalize(super().visit_call_(call))
         if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.matmul"):
             return call
-        a, b = call.args
-        shapes = [static_shape(e) for e in (a, b, call)]
-        if any(s is None or len(s) < 3 for s in shapes[:2]) or shapes[2] is None \
-                or any(str(e.ty.dtype) != "float32" for e in (a, b, call)) \
-                or any(isinstance(binding_of(self, e), tvm.ir.expr.Constant) for e in (a, b)):
-            return call
-        n = shapes[2][-1]
-        padded = _padded(n, self.lanes)
-        if padded - n > MAX_PADDING * n:
-            padded = n
-        broadcast = list(shapes[0][:-2]) != list(shapes[1][:-2])  # TVM's form of it is not read as a batch matmul
-        if padded == n and not broadcast:
-            return call
-        source = binding_of(self, b)
-        transposed = _swapped_last(source)
-        operand = source.args[0] if transposed else b
-        return self.builder_.call_te(lambda x, y: padded_product(x, y, n, padded, transposed), a, operand,
-                                     primfunc_name_hint="matmul")
+        product = product_of_activations(self, call, self.lanes)
+        return call if product is None else product
 
 
 def pad_columns(mod, lanes: int):
