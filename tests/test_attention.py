@@ -116,6 +116,25 @@ def test_padded_product_in_bf16_is_the_product_of_the_same_bf16_values():
         assert np.abs(out.numpy() - x @ (np.swapaxes(y, -1, -2) if transposed else y)).max() > 1e-5  # bf16, not fp32
 
 
+def test_padded_product_in_int8_is_the_exact_product_with_the_right_operand_shifted_to_s8():
+    """int8 (a quantized network's attention): u8 x u8 as u8 x (u8 - 128) on the s8 instruction, K padded to groups
+    of 4 with zeros, N padded, broadcast and transposed operands: numpy's integer product, exactly."""
+    from tvm import te
+
+    rng = np.random.default_rng(6)
+    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16), ((3, 13, 13), (3, 13, 7), False, 7)]
+    for a_shape, b_shape, transposed, padded in cases:
+        a, b = te.placeholder(a_shape, "uint8", name="a"), te.placeholder(b_shape, "uint8", name="b")
+        c = padded_product(a, b, 7, padded, transposed, precision="int8")
+        f = tvm.compile(te.create_prim_func([a, b, c]), target="llvm")
+        x, y = (rng.integers(0, 256, s).astype(np.uint8) for s in (a_shape, b_shape))
+        yt = np.swapaxes(y, -1, -2) if transposed else y
+        ref = x.astype(np.int64) @ (yt.astype(np.int64) - 128)
+        out = tvm.runtime.tensor(np.zeros(ref.shape, np.int32))
+        f(tvm.runtime.tensor(x), tvm.runtime.tensor(y), out)
+        np.testing.assert_array_equal(out.numpy(), ref)
+
+
 @pytest.mark.parametrize("tokens", [197, 13])
 def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catalog):
     """In a bf16 network, Q K^T and P V (two activations) are bf16 tvm_ttile tasks, reported as bf16; where the CPU

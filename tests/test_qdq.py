@@ -70,14 +70,15 @@ def _model(kind, rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-def _quantized(tmp_path, kind, seed=0, fmt="QDQ", reduce_range=False):
+def _quantized(tmp_path, kind, seed=0, fmt="QDQ", reduce_range=False, model=None, shape=SHAPE):
+    """`kind`'s model (or `model`, input "x" of `shape`) quantized as ONNX Runtime users do."""
     rng = np.random.default_rng(seed)
     fp32, int8 = tmp_path / f"{kind}.onnx", tmp_path / f"{kind}_int8.onnx"
-    onnx.save(_model(kind, rng), fp32)
+    onnx.save(_model(kind, rng) if model is None else model, fp32)
 
     class Reader(quantization.CalibrationDataReader):
         def __init__(self):
-            self.batches = iter([{"x": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(4)])
+            self.batches = iter([{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
 
         def get_next(self):
             return next(self.batches, None)
@@ -92,12 +93,12 @@ def _output_step(model) -> float:
     return quantized.output_step(model) or 0.0
 
 
-def _run_both(model, cpu_target="llvm", cpu=None):
+def _run_both(model, cpu_target="llvm", cpu=None, shape=SHAPE):
     from tvm.relax.frontend.onnx import from_onnx
 
     report = quantized.IntegerReport()
     mod = prepare(from_onnx(model, keep_params_in_input=False), cpu, quantized_report=report)
-    x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     ex = tvm.compile(mod, target=cpu_target)
     got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
@@ -402,3 +403,57 @@ def test_a_residual_blocks_epilogue_is_fused_into_the_int8_tile_with_its_dequant
             ok, err = verify_against_untuned(task.mod, low.sch.mod, ctx.target)
             assert ok, (scheme.text, err)
     assert residual == 1
+
+
+@pytest.mark.parametrize("tokens", [197, 13])
+def test_quantized_attention_products_of_two_activations_become_int8_tasks(tmp_path, tokens):
+    """A QDQ self-attention (ONNX Runtime's quantizer dequantizes both of Q K^T's and P V's u8 operands): both
+    products are int8 tvm_ttile tasks on the u8 tensors, the right one shifted to s8 in the task and the zero
+    points' corrections in the epilogue; the softmax between stays fp32, named. The output is held to ONNX
+    Runtime running the graph as written (optimizations off: each node as ONNX defines it): its optimized run fuses
+    the softmax into its own quantized kernel and moves up to 3 steps from the graph's arithmetic at 197 tokens."""
+    import onnxruntime
+    from test_attention import HEAD, HEADS, _attention
+
+    shape = (1, tokens, HEADS * HEAD)
+    model = _quantized(tmp_path, "attention", model=_attention(tokens, tokens == 197), shape=shape)
+    mod, report, got, ref = _run_both(model, shape=shape)
+    products = [layer for layer in report.integer if f", {HEADS}, " in layer]
+    assert len(products) == 2 and not report.kept_fp32, report
+    ours = [t for t in extract_tasks(mod) if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]
+    assert len(ours) == 2 and all("int8_matmul" in t.name for t in ours), [t.name for t in extract_tasks(mod)]
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    written = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    ref = written.run(None, {"x": x})[0]
+    step = _output_step(model)
+    assert step > 0 and got.shape == ref.shape
+    off = np.abs(got - ref) / step
+    assert off.max() <= 1.0 + 1e-4 and np.mean(off < 1e-3) >= quantized.WITHIN_ONE_STEP, (off.max(), np.mean(off < 1e-3))
+    assert any(node.startswith("Softmax") for node in quantized.float_nodes(model))
+
+
+def test_a_tuned_quantized_attention_verifies_its_int8_products_and_equals_the_untuned_build(tmp_path, small_catalog):
+    """The two int8 products of two activations, tuned (drawn schemes on the CPU's int8 microkernels): each task
+    verified against its untuned function, the build within one step of the untuned build everywhere."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from test_attention import HEAD, HEADS, _attention
+    from tvm_ttile import cpu as cpu_mod
+    from tvm_ttile import network as nw
+    from tvm_ttile.precision import dot_product
+
+    if dot_product("int8", cpu_mod.detect_host()) is None:
+        pytest.skip("this CPU has no int8 instruction")
+    shape = (1, 29, HEADS * HEAD)
+    model = _quantized(tmp_path, "attention", model=_attention(29, True), shape=shape)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    work = str(tmp_path / "net")
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
+    products = [t for t in res.tasks if t.shape.endswith(f" x{HEADS}")]
+    assert len(products) == 2 and all(t.policy == "tvm_ttile" and t.verified and t.trials for t in products), products
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    got = nw.run(nw.build_network(mod, work), x)
+    untuned = nw.run(nw.build_network(mod, None), x)
+    assert np.abs(got - untuned).max() <= _output_step(model) * (1.0 + 1e-4)

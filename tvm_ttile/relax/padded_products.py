@@ -10,7 +10,9 @@ after it still fuses in. The copy and the extra columns are part of the task's t
 
 In a bf16 network (`precision` "bf16") every such product of two activations is computed in bf16, as the layers by
 constant weights are (bf16.py): the left operand rounded to bf16 in its copy (`A_pad`), the right one rounded and
-packed in the instruction's pairs (`B_pack`, [..., K/2, N', 2]) in its copy, both inside the task, fp32 out.
+packed in the instruction's pairs (`B_pack`, [..., K/2, N', 2]) in its copy, both inside the task, fp32 out. A
+quantized model's product of two u8 activations (quantized.py) is int8 the same way, the right operand shifted to s8
+in its copy ([..., K/4, N', 4]), int32 out.
 """
 from __future__ import annotations
 
@@ -73,20 +75,34 @@ def padded_product(a, b, n: int, padded: int, transposed: bool, precision: str =
     return c if padded == n else te.compute((*batch, m, n), lambda *i: c[i], name="C_unpad")
 
 
+def _shifted_s8(value):
+    """A u8 value as the s8 value 128 below it (exact: [0, 255] -> [-128, 127]); the caller adds 128 x the row sums
+    of the other operand back (quantized.py)."""
+    return (value.astype("int32") - 128).astype("int8")
+
+
+# What a reduced-precision product of two activations stores of each operand: bf16 rounds both fp32 operands to
+# their bits; int8 multiplies a u8 left operand by a u8 right one shifted to s8 (vpdpbusd is u8 x s8)
+OPERAND_VALUES = {"bf16": (bfloat16.te_bits, bfloat16.te_bits), "int8": (lambda v: v, _shifted_s8)}
+
+
 def _reduced_product(a, b_at, take, batch, a_dims, n, padded, kind):
-    """padded_product in `kind` (bf16): A rounded into A_pad [..., M, K'], B rounded and packed into B_pack
-    [..., K'/g, padded, g] (K' = K rounded up to the instruction's group g, zeros beyond K), fp32 out."""
+    """padded_product in `kind` (bf16, int8): A's values (OPERAND_VALUES) in A_pad [..., M, K'], B's packed in
+    B_pack [..., K'/g, padded, g] (K' = K rounded up to the instruction's group g, zeros beyond K), the product in
+    the accumulator's type."""
     m, k_len, g = int(a.shape[-2]), int(a.shape[-1]), kind.group
     kp = -(-k_len // g) * g
-    zero = te.const(0, kind.activation)
+    a_value, b_value = OPERAND_VALUES[kind.name]
 
-    def rounded(kk, value):
-        return te.if_then_else(kk < k_len, bfloat16.te_bits(value), zero)
+    def within(kk, value, dtype):
+        return te.if_then_else(kk < k_len, value, te.const(0, dtype))
 
-    a_pad = te.compute((*batch, m, kp), lambda *i: rounded(i[-1], a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2],
-                                                                       te.min(i[-1], k_len - 1))]), name="A_pad")
-    b_pack = te.compute((*batch, kp // g, padded, g), lambda *i: rounded(
-        i[-3] * g + i[-1], b_at(i[:-3], te.min(i[-3] * g + i[-1], k_len - 1), te.min(i[-2], n - 1))), name="B_pack")
+    a_pad = te.compute((*batch, m, kp), lambda *i: within(i[-1], a_value(a[(*take(a_dims, a.shape[:-2], i[:-2]), i[-2],
+                                                                             te.min(i[-1], k_len - 1))]),
+                                                          kind.activation), name="A_pad")
+    b_pack = te.compute((*batch, kp // g, padded, g), lambda *i: within(
+        i[-3] * g + i[-1], b_value(b_at(i[:-3], te.min(i[-3] * g + i[-1], k_len - 1), te.min(i[-2], n - 1))),
+        kind.weight), name="B_pack")
     k = te.reduce_axis((0, kp), name="k")
     c = te.compute((*batch, m, padded), lambda *i: te.sum(
         kind.widen(a_pad[(*i[:-1], k)]) * kind.widen(b_pack[(*i[:-2], k // g, i[-1], k % g)]), axis=k), name="matmul")
@@ -103,12 +119,18 @@ def product_of_activations(mutator, call, lanes: int, precision: str = "fp32"):
             or any(str(e.ty.dtype) != "float32" for e in (a, b, call)) \
             or any(isinstance(binding_of(mutator, e), tvm.ir.expr.Constant) for e in (a, b)):
         return None
-    n = shapes[2][-1]
+    broadcast = list(shapes[0][:-2]) != list(shapes[1][:-2])  # TVM's form of it is not read as a batch matmul
+    return activations_task(mutator, a, b, shapes[2][-1], lanes, precision, unless_plain=not broadcast)
+
+
+def activations_task(mutator, a, b, n: int, lanes: int, precision: str, unless_plain: bool = False):
+    """The call_te of padded_product(a, b) in `precision`, b read through its transpose when it is one, N (`n`)
+    padded to whole vectors of `lanes` (within MAX_PADDING); with `unless_plain`, None for an fp32 product that
+    needs neither padding nor a copy."""
     padded = _padded(n, lanes)
     if padded - n > MAX_PADDING * n:
         padded = n
-    broadcast = list(shapes[0][:-2]) != list(shapes[1][:-2])  # TVM's form of it is not read as a batch matmul
-    if padded == n and not broadcast and precision == "fp32":
+    if unless_plain and padded == n and precision == "fp32":
         return None
     source = binding_of(mutator, b)
     transposed = _swapped_last(source)

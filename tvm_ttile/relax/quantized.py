@@ -14,7 +14,8 @@ gives a conv2d over fp32 values. Here
    conv2d (one input channel per output channel) becomes operators.QDepthwise on the u8 tensor the same way: its
    fp32 microkernels widen the u8 loads in registers, exact, so the layer before writes u8.
 A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
-dimensions folded into rows); the int32 products of MatMulInteger and ConvInteger (dynamic quantization's, the
+dimensions folded into rows); one over two dequantized u8 tensors (attention's) the int8 product of the two
+(padded_products.py) with its zero points' corrections; the int32 products of MatMulInteger and ConvInteger (dynamic quantization's, the
 input's zero point maybe a tensor) become QMatmul and QConv2d on the u8 tensor too. Every conv2d or matmul left in
 fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
 """
@@ -28,6 +29,7 @@ from tvm import relax
 
 from ..operators.base import conv2d_nhwc_reference
 from .bindings import binding_of, constant_value, is_op, mutate_functions, static_shape
+from .padded_products import activations_task
 from .rows import folded_task
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -278,6 +280,9 @@ class _IntegerConv2d(relax.PyExprMutator):
         if x is None:
             return call
         shapes = " x ".join(str(list(static_shape(a) or ())) for a in call.args)
+        y = _dequantized_operand(self, call.args[1])
+        if y is not None:
+            return self._activation_product(call, x, y, f"matmul {shapes}")
         weights, why = _matmul_weights(self, call.args[1])
         q, sx, zx = x
         shape = static_shape(q) if not isinstance(q, relax.Call) else None
@@ -296,6 +301,27 @@ class _IntegerConv2d(relax.PyExprMutator):
         self.report.integer.append(f"matmul {shapes}")
         return relax.op.multiply(relax.op.astype(relax.op.subtract(
             acc, _const(zx * w.astype(np.int64).sum(axis=0), "int32")), "float32"), _const(sx * sw, "float32"))
+
+    def _activation_product(self, call, x, y, name: str):
+        """x @ y of two dequantized u8 activations (attention's Q K^T and P V) as the int8 product of their u8
+        tensors, y shifted to s8 in the task (padded_products.py), then (with a, b the u8 tensors and sums over
+        the reduction) sum (a - z_a)(b - z_b) = sum a (b - 128) + (128 - z_b) sum a - z_a sum b + K z_a z_b,
+        exact in int32, times s_a s_b: the corrections fuse into the task's epilogue, the row and column sums
+        are reductions of their own."""
+        (a, sa, za), (b, sb, zb) = x, y
+        shapes = [static_shape(e) for e in (a, b, call)]
+        if any(s is None or len(s) < 2 for s in shapes):
+            self.report.kept_fp32.append((name, "its operands' shapes are not static"))
+            return call
+        k_len = shapes[0][-1]
+        acc = activations_task(self, a, b, shapes[2][-1], self.lanes, "int8")
+        rows = relax.op.sum(relax.op.astype(a, "int32"), axis=[-1], keepdims=True)
+        columns = relax.op.sum(relax.op.astype(b, "int32"), axis=[-2], keepdims=True)
+        exact = relax.op.add(relax.op.subtract(relax.op.add(acc, relax.op.multiply(rows, _const(128 - zb, "int32"))),
+                                               relax.op.multiply(columns, _const(za, "int32"))),
+                             _const(k_len * za * zb, "int32"))
+        self.report.integer.append(name)
+        return relax.op.multiply(relax.op.astype(exact, "float32"), _const(sa * sb, "float32"))
 
     def _products(self, op, x, shape, weights):
         """op (a QMatmul of x's rows) on x of `shape` [..., K] and the constant `weights` [K, N]: its int32 result
@@ -390,6 +416,19 @@ def _integer_weights(mutator, expr):
     if w is None or w.dtype.kind not in "iu" or w.size == 0 or w.min() < -128 or w.max() > 127:
         return None
     return np.ascontiguousarray(w.astype(np.int8).transpose(2, 3, 1, 0))
+
+
+def _dequantized_operand(mutator, expr):
+    """_dequantized_u8 of a matmul's right operand, also through a permute exchanging its last two axes (K^T
+    written after K's dequantize): (u8 tensor, scale, zero point), the permute applied to the u8 tensor; else None."""
+    found = _dequantized_u8(mutator, expr)
+    bound = binding_of(mutator, expr)
+    if found is None and is_op(bound, "relax.permute_dims") and bound.attrs.axes is not None:
+        axes = [int(a) for a in bound.attrs.axes]
+        inner = _dequantized_u8(mutator, bound.args[0])
+        if inner is not None and len(axes) >= 2 and axes == list(range(len(axes) - 2)) + [len(axes) - 1, len(axes) - 2]:
+            found = (relax.op.permute_dims(inner[0], axes), *inner[1:])
+    return found
 
 
 def _shifted(mutator, expr):

@@ -14,6 +14,7 @@ import tvm
 from tvm import relax, te
 
 from .bindings import binding_of, mutate_functions, static_shape
+from .padded_products import padded_product
 
 
 def unfolded(out, lead: tuple):
@@ -39,9 +40,8 @@ def folded_task(builder, compute, x, shape, weights, name: str):
 
 
 def _fp32_matmul(a, w):
-    k = te.reduce_axis((0, int(a.shape[1])), name="k")
-    return te.compute((int(a.shape[0]), int(w.shape[1])), lambda i, j: te.sum(a[i, k] * w[k, j], axis=k),
-                      name="matmul")
+    n = int(w.shape[1])
+    return padded_product(a, w, n, n, transposed=False)
 
 
 @relax.expr_functor.mutator
