@@ -13,7 +13,7 @@ import collections
 import math
 import os
 import statistics
-from tvm_ttile.evaluation import command_line
+from tvm_ttile.evaluation import command_line, publish
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -53,10 +53,7 @@ def main():
                          f"{statistics.median(g) / rate:.2f} | {pixels} | {per_set} | {dict(mk.unroll).get('k', 1)} |")
         lines.append("")
     text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

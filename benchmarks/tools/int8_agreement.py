@@ -41,7 +41,7 @@ def agreement(path: str, inputs: int) -> dict:
 
 def main(argv=None) -> None:
     from tvm_ttile.cpu import detect_host
-    from tvm_ttile.evaluation import provenance
+    from tvm_ttile.evaluation import provenance, publish
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a quantized (QDQ) ONNX file")
@@ -53,10 +53,7 @@ def main(argv=None) -> None:
                       f"{args.model}: {a['elements']} output elements over {args.inputs} inputs against ONNX "
                       f"Runtime's int8: {a['within_one_step']:.3%} within one step, {a['equal']:.2%} equal, "
                       f"{a['beyond_one_step']} beyond one step (at most {a['max_steps']:.2f} steps).", ""])
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

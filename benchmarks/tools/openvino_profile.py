@@ -12,6 +12,8 @@ import statistics
 import sys
 import time
 
+from tvm_ttile.evaluation import publish
+
 
 def profile(path: str, threads: int = 1, inferences: int = 50, precision: str | None = None) -> dict:
     import numpy as np
@@ -62,10 +64,7 @@ def main(argv=None) -> int:
     lines += ["", "| node | type | kernel | ms |", "|---|---|---|---:|"]
     lines += [f"| {n['node']} | {n['type']} | {n['kernel']} | {n['ms']:.3f} |" for n in r["nodes"][:40]]
     text = "\n".join(lines) + "\n"
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
+    publish(text, args.out)
     return 0
 
 

@@ -45,3 +45,11 @@ def md_table(header, rows, align: str | None = None) -> list:
             raise ValueError(f"a row of {len(row)} cells under a header of {len(header)}: {row}")
         lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def publish(text: str, path: str | None = None) -> None:
+    """A results text written to `path` (when given) and printed."""
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    print(text)
