@@ -120,7 +120,7 @@ def _drawn_schemes_match(ops, kept_of, threads) -> int:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_drawn_bf16_schemes_match_numpy(threads):
     """Random matmuls and convolutions (primes, odd K and C, N and K not whole vectors, strides, asymmetric
-    pads) and schemes of every sampler, lowered and run against the reference."""
+    pads, a grouped one) and schemes of every sampler, lowered and run against the reference."""
     rng = random.Random(5 + threads)
     L = HOST.lanes
     ops = [QMatmul(M=rng.choice([1, 13, 29, 97]), N=rng.choice([5, L, 3 * L + 1]), K=rng.choice([1, 31, 64, 131]),
@@ -129,6 +129,7 @@ def test_drawn_bf16_schemes_match_numpy(threads):
                     W=rng.choice([5, 13]), R=R, S=R, stride=rng.choice([1, 2]),
                     pad=rng.choice([0, R // 2, (R // 2, 0, 0, R // 2)]), precision="bf16")
             for R in (rng.choice([1, 3]), 3, 5)]
+    ops.append(QConv2d(K=2 * (L + 3), C=2 * 5, H=7, W=9, R=3, S=3, pad=1, groups=2, precision="bf16"))  # grouped
     convs = [Microkernel.make("conv2d", HOST.isa.name, L, 16, precision="bf16", **u)
              for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=2, h=2, k=1, r=3, s=3), dict(w=1, k=1))]
     matmuls = family.candidates("matmul", HOST.isa, 16, "bf16")
@@ -155,11 +156,11 @@ def test_bf16_work_dirs_are_not_reused_as_fp32_and_tuning_verifies(tmp_path):
         Context.make(work_dir=str(tmp_path / "c")).claim()
 
 
-@pytest.mark.parametrize("kind", ["residual", "depthwise", "tokens", "dense"])
+@pytest.mark.parametrize("kind", ["residual", "depthwise", "tokens", "dense", "grouped"])
 def test_a_bf16_network_computes_its_products_in_bf16_and_names_what_stays_fp32(kind):
-    """The rewrite on small models (a residual block, a depthwise layer, a linear layer on tokens, a Gemm head):
-    each conv2d / matmul by constant weights a bf16 task, a depthwise one kept fp32 with its reason; where the CPU
-    has AVX512_BF16, the untuned bf16 build is within bf16's rounding of the fp32 build."""
+    """The rewrite on small models (a residual block, a depthwise layer, a linear layer on tokens, a Gemm head, a
+    grouped conv2d): each conv2d / matmul by constant weights a bf16 task, a depthwise one kept fp32 with its
+    reason; where the CPU has AVX512_BF16, the untuned bf16 build is within bf16's rounding of the fp32 build."""
     pytest.importorskip("onnx")
     import tvm
     from test_qdq import SHAPE, _model
@@ -172,7 +173,7 @@ def test_a_bf16_network_computes_its_products_in_bf16_and_names_what_stays_fp32(
     mod = from_onnx(_model(kind, np.random.default_rng(0)), keep_params_in_input=False)
     report = Bf16Report()
     bf16 = prepare(mod, HOST, precision="bf16", bf16_report=report)
-    want = {"residual": (3, 0), "depthwise": (1, 1), "tokens": (2, 0), "dense": (2, 0)}[kind]
+    want = {"residual": (3, 0), "depthwise": (1, 1), "tokens": (2, 0), "dense": (2, 0), "grouped": (2, 0)}[kind]
     assert (len(report.bf16), len(report.kept_fp32)) == want, report
     if kind == "depthwise":
         assert "16 groups" in report.kept_fp32[0][1]

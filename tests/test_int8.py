@@ -195,8 +195,8 @@ def test_shapes_files_name_a_precision(tmp_path):
     assert isinstance(c, QConv2d) and (c.K, c.C, c.pad, c.input_zero) == (16, 16, 1, 0)
     path.write_text(json.dumps({"layers": [{"name": "g", "op": "conv2d", "K": 16, "C": 16, "H": 8, "W": 8, "R": 3,
                                             "S": 3, "groups": 2, "precision": "int8"}]}))
-    with pytest.raises(ShapeError, match=r"layer 1 \(g\): a grouped conv2d \(2 groups\) has no int8 form yet"):
-        load_shapes(path)
+    (g,) = load_shapes(path)
+    assert isinstance(g, QConv2d) and g.groups == 2
     path.write_text(json.dumps({"layers": [{"name": "d", "op": "depthwise", "C": 16, "H": 8, "W": 8, "R": 3,
                                             "S": 3, "precision": "bf16"}]}))
     with pytest.raises(ShapeError, match=r"layer 1 \(d\): depthwise has no bf16 form yet"):
@@ -269,6 +269,38 @@ def test_drawn_int8_conv2d_schemes_match_numpy_bit_for_bit(threads):
     kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", dot=TAG, **u)
             for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=2, h=2, k=1, r=3, s=3), dict(w=1, k=1))]
     assert _drawn_schemes_match([_random_qconv2d(rng, HOST.lanes) for _ in range(6)], kept, threads) >= 12
+
+
+@needs_int8
+@pytest.mark.parametrize("threads", [1, 2])
+def test_drawn_int8_grouped_conv2d_schemes_match_numpy_bit_for_bit(threads):
+    """Grouped convolutions (ResNeXt's: 2 to 8 groups, a group's input channels not a multiple of 4 and its outputs
+    not whole vectors, each padded on its own; zero points, strides, pads) with schemes drawn over a few int8
+    microkernels, the groups a loop above them: equal to numpy's grouped integer convolution."""
+    rng = random.Random(13 + threads)
+    kept = [Microkernel.make("conv2d", HOST.isa.name, HOST.lanes, 16, precision="int8", dot=TAG, **u)
+            for u in (dict(w=5, k=1), dict(w=3, k=2), dict(w=1, k=1))]
+    ops = []
+    for groups in (2, 3, 8):
+        R = rng.choice([1, 3])
+        ops.append(QConv2d(K=groups * rng.choice([4, HOST.lanes, HOST.lanes + 3]), C=groups * rng.choice([3, 4, 9]),
+                           H=rng.choice([7, 9]), W=rng.choice([5, 11]), R=R, S=R, stride=rng.choice([1, 2]),
+                           pad=rng.choice([0, R // 2, (R // 2, 0, 0, R // 2)]), groups=groups,
+                           input_zero=rng.choice([0, 3, 255]), weight_limit=LIMIT))
+    assert _drawn_schemes_match(ops, kept, threads) >= 6
+
+
+def test_a_grouped_int8_conv2d_packs_each_group_and_refuses_a_depthwise_one():
+    op = QConv2d(K=6, C=4, H=5, W=5, R=1, S=1, groups=2)
+    w = np.arange(1 * 1 * 2 * 6, dtype=np.int8).reshape(1, 1, 2, 6)
+    packed = op.pack_weights(w, 16)  # [R, S, C'/4, groups x 16, 4]: each group's 3 outputs, then zeros
+    assert packed.shape == (1, 1, 1, 32, 4)
+    assert np.array_equal(packed[0, 0, 0, :3, :2], w[0, 0, :, :3].T) and not packed[0, 0, 0, 3:16].any()
+    assert np.array_equal(packed[0, 0, 0, 16:19, :2], w[0, 0, :, 3:].T) and not packed[..., 2:].any()
+    with pytest.raises(ShapeError, match="depthwise"):
+        QConv2d(K=8, C=8, H=5, W=5, R=3, S=3, groups=8)
+    with pytest.raises(ShapeError, match="divisible"):
+        QConv2d(K=6, C=5, H=5, W=5, R=3, S=3, groups=2)
 
 
 @needs_int8

@@ -51,6 +51,11 @@ def _model(kind, rng):
         nodes += n
         inits += i
         last = "dw"
+    elif kind == "grouped":  # ResNeXt's: 4 groups of 4 input and 6 output channels
+        n, i = _conv(rng, "g", "r1", 16, 24, 3, group=4)
+        nodes += n + [helper.make_node("Relu", ["g"], ["out"])]
+        inits += i
+        last = "out"
     elif kind == "tokens":  # a linear layer on [1, 100 tokens, 16 channels], as a transformer's
         w = rng.standard_normal((16, 24)).astype(np.float32) * 0.2
         inits += [numpy_helper.from_array(w, "lin_w"), numpy_helper.from_array(np.array([1, 16, 100], np.int64), "t")]
@@ -105,11 +110,11 @@ def _run_both(model, cpu_target="llvm", cpu=None, shape=SHAPE):
     return mod, report, got, ref
 
 
-@pytest.mark.parametrize("kind", ["conv_relu", "residual", "pool"])
+@pytest.mark.parametrize("kind", ["conv_relu", "residual", "pool", "grouped"])
 def test_qdq_convolutions_become_int8_tasks_and_match_onnxruntime_within_one_step(tmp_path, kind):
     model = _quantized(tmp_path, kind)
     mod, report, got, ref = _run_both(model)
-    assert len(report.integer) == {"conv_relu": 1, "residual": 3, "pool": 2}[kind] and not report.kept_fp32
+    assert len(report.integer) == {"conv_relu": 1, "residual": 3, "pool": 2, "grouped": 2}[kind] and not report.kept_fp32
     pools = [b.value for f in mod.functions.values() if isinstance(f, relax.Function) for blk in f.body.blocks
              for b in blk.bindings if is_op(b.value, "relax.nn.max_pool2d")]
     assert [str(p.args[0].ty.dtype) for p in pools] == (["uint8"] if kind == "pool" else [])  # pooled as u8

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tvm
 
-from .recognize import CANONICAL as BLOCK_DIMS, LAYOUTS, ONE_D_LAYOUTS, ungrouped
+from .recognize import CANONICAL as BLOCK_DIMS, LAYOUTS, ONE_D_LAYOUTS, Grouped, ungrouped
 from .scheme import Scheme, U
 from .space import Problem
 
@@ -65,6 +65,15 @@ def pack_block(problem: Problem, scheme: Scheme) -> int:
 WEIGHT_INDICES = {op: layouts[1] for op, layouts in LAYOUTS.items()}  # the layouts the microkernels read
 
 
+def _ungrouped_in_schedule(load):
+    """recognize.ungrouped, also where the reduction is one instruction group: W[.., c // g, k, c % g] with c of
+    extent g, which the schedule simplified to W[.., 0, k, c] (a grouped conv2d of 4 input channels per group)."""
+    idx = list(load.indices)
+    if ungrouped(load) is None and len(idx) >= 3 and isinstance(idx[-3], tvm.tirx.IntImm) and int(idx[-3]) == 0:
+        return Grouped(load.source, (*idx[:-3], idx[-1], idx[-2]))
+    return ungrouped(load)
+
+
 def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int = 1) -> int:
     """Give the microkernels their weights in the blocked layout of packed.packed_shape (one contiguous stream
     along the reduction instead of rows strided by K, which also share cache sets when the stride is a power
@@ -91,11 +100,11 @@ def pack_weights(sch, block, op: str, size: int, one_d: bool = False, group: int
     indices = ONE_D_LAYOUTS[op][1] if one_d else WEIGHT_INDICES[op]
     want = len(lead) + len(indices)
     # the weights are the last operand; a dot-product precision's read as the W[.., k, j] they hold
-    loads = [ld if group == 1 else ungrouped(ld) for ld in reversed(_loads(stmt.body.value))]
+    loads = [ld if group == 1 else _ungrouped_in_schedule(ld) for ld in reversed(_loads(stmt.body.value))]
     load = next((ld for ld in loads if ld is not None and len(ld.indices) == want
                  and all(i.same_as(v) for i, v in zip(ld.indices, lead))
                  and all(_indexes(i, ivs[d], batch) for i, d in zip(ld.indices[len(lead):], indices))), None)
-    if load is None or len(lead) > 2 or (group > 1 and (batch or one_d)):
+    if load is None or len(lead) > 2 or (group > 1 and (lead or one_d)):
         return 0
     reads = stmt.reads
     index = next(i for i in range(len(reads)) if reads[i].source.same_as(load.source))

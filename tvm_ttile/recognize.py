@@ -161,21 +161,21 @@ def _widened(expr):
 PRECISION_OF_DTYPES = {("float32", "float32", "float32"): "fp32", ("int32", "uint8", "int8"): "int8",
                        ("float32", "uint16", "uint16"): "bf16"}
 # the kinds with reduced-precision microkernels (spec.REDUCED_OPS; a batch matmul runs matmul's on each instance)
-REDUCED_KINDS = ("matmul", "batch_matmul", "conv2d")
+REDUCED_KINDS = ("matmul", "batch_matmul", "conv2d", "grouped_conv2d")
 # fp32 products of a narrower input widened as it is read, by (output, input, weights) dtypes: the microkernel
 # family that does it and the input's spec.WIDENED_INPUTS name (a quantized depthwise layer's u8 activations)
 WIDENED_DTYPES = {("float32", "uint8", "float32"): ("depthwise", "u8")}
 
 
 @dataclasses.dataclass(frozen=True)
-class _Grouped:
+class Grouped:
     """A weight load in a dot-product instruction's layout, W[k // g, j, k % g], seen as the W[k, j] it holds."""
     source: object
     indices: tuple
 
 
 def ungrouped(load):
-    """`load` as `_Grouped` when it reads W[k // g, j, k % g] (one iterator k, a constant g), else None."""
+    """`load` as `Grouped` when it reads W[k // g, j, k % g] (one iterator k, a constant g), else None."""
     idx = list(load.indices)
     if len(idx) < 3 or type(idx[-3]).__name__ != "FloorDiv" or type(idx[-1]).__name__ != "FloorMod":
         return None
@@ -183,7 +183,7 @@ def ungrouped(load):
     if not (div.a.same_as(mod.a) and isinstance(div.b, tvm.tirx.IntImm) and isinstance(mod.b, tvm.tirx.IntImm)
             and int(div.b) == int(mod.b)):
         return None
-    return _Grouped(load.source, (*idx[:-3], div.a, idx[-2]))
+    return Grouped(load.source, (*idx[:-3], div.a, idx[-2]))
 
 
 def index_of(expr, ivars, analyzer):

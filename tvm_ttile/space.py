@@ -91,12 +91,14 @@ class Problem:
     def from_operator(cls, operator, lanes: int, isa: str, dot: str = "") -> "Problem":
         from .operators import BatchMatmul, Conv1d, Conv2d, Depthwise, Depthwise1d, Matmul, QConv2d, QMatmul
 
-        if isinstance(operator, QConv2d):  # the channels in whole groups, as the function pads them
-            kp = -(-operator.K // lanes) * lanes
+        if isinstance(operator, QConv2d):  # the channels in whole groups, as the function pads them, per group
+            g = operator.groups
+            kg = operator.K // g
+            kp = -(-kg // lanes) * lanes
             sizes = {"n": operator.N, "h": operator.out_h, "w": operator.out_w, "k": kp, "c": operator.padded_c(),
                      "r": operator.R, "s": operator.S}
-            return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation,
-                       kp - operator.K, halo=bool(any(operator.pads) or operator.padded_c() != operator.C),
+            return cls("conv2d", tuple(sizes.items()), lanes, isa, operator.stride, operator.dilation, kp - kg,
+                       batch=g, halo=bool(any(operator.pads) or operator.padded_c() != operator.C // g),
                        precision=operator.precision, dot=dot)
         if isinstance(operator, QMatmul):  # the reduction in whole groups, as the function pads it
             np_ = -(-operator.N // lanes) * lanes

@@ -1,8 +1,8 @@
 """(Relax) bf16 networks: every conv2d and matmul by constant weights, and every matmul of two activations (attention's
 Q K^T and P V), computed in bf16 with fp32 accumulation.
 
-After ConvertLayout (and the padding of outputs to whole vectors), a conv2d (NHWC / HWIO, one group, the same stride
-and dilation along h and w) or a matmul whose weights are constants becomes operators.QConv2d / QMatmul at bf16:
+After ConvertLayout (and the padding of outputs to whole vectors), a conv2d (NHWC / HWIO, grouped or not, the same
+stride and dilation along h and w) or a matmul whose weights are constants becomes operators.QConv2d / QMatmul at bf16:
 its weights rounded to bf16 and packed in `vdpbf16ps`'s layout now, its fp32 input rounded to bf16 in the kernel's
 own input copy (no pass of its own), its output fp32, so the bias, ReLU and residual Add that follow fuse into the
 task's epilogue as they do in fp32. A product of two activations rounds and packs both inside its task
@@ -52,8 +52,8 @@ class _Bf16Products(relax.PyExprMutator):
         why = ""
         if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
             why = f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
-        elif int(a.groups) != 1:
-            why = f"it has {int(a.groups)} groups (bf16 grouped and depthwise convolutions are not built yet)"
+        elif int(a.groups) != 1 and int(a.groups) == (shape or (0,))[-1] == (static_shape(call) or (1,))[-1]:
+            why = f"it is depthwise, {int(a.groups)} groups (bf16 depthwise convolutions are not built yet)"
         elif len({int(v) for v in a.strides}) != 1 or len({int(v) for v in a.dilation}) != 1:
             why = "its strides or dilations differ along h and w"
         elif w is None or w.dtype != np.float32 or shape is None:
@@ -64,7 +64,7 @@ class _Bf16Products(relax.PyExprMutator):
         n, h, width, c = shape
         r, s, _, k = w.shape
         op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
-                     dilation=int(a.dilation[0]), N=n, precision="bf16", float_input=True)
+                     dilation=int(a.dilation[0]), N=n, precision="bf16", float_input=True, groups=int(a.groups))
         packed = relax.const(op.pack_weights(w, self.lanes), "uint16")
         self.report.bf16.append(name)
         return self.builder_.call_te(op.compute, call.args[0], packed, primfunc_name_hint="bf16_conv2d")

@@ -6,7 +6,7 @@ gives a conv2d over fp32 values. Here
 1. before ConvertLayout, every per-tensor (scalar scale and zero point) quantize / dequantize becomes the
    elementwise ops it means (ConvertLayout has no layout rule for them, and would wrap each in NHWC <-> NCHW
    permutes; elementwise ops follow NHWC): q = clip(round(x (1 / s)) + z) as u8 / s8, x = (q - z) * s;
-2. after it, a conv2d (NHWC / HWIO, one group) reading such a dequantized u8 tensor and per-channel s8 constant
+2. after it, a conv2d (NHWC / HWIO, grouped or not) reading such a dequantized u8 tensor and per-channel s8 constant
    weights with zero points 0 becomes the int8 convolution of operators.QConv2d on the u8 tensor itself (padded
    with its zero point, weights packed for `vpdpbusd` now), then (acc - compensation[k]) x (s_x s_w[k]) in fp32:
    the real-valued conv2d the graph goes on with (bias, ReLU, residual Add, the next QuantizeLinear), fused
@@ -180,7 +180,7 @@ class _IntegerConv2d(relax.PyExprMutator):
             return call  # an fp32 conv2d: nothing quantized about it
         name = _conv2d_name(call)
         depthwise = _is_depthwise(call)
-        why = _geometry_unfit(a, depthwise)
+        why = _geometry_unfit(a)
         weights = None
         if not why:
             weights, why = _weights(self, call.args[1])
@@ -229,7 +229,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         n, h, width, c = static_shape(q) or static_shape(call.args[0])
         r, s, _, k = w.shape
         op = QConv2d(K=k, C=c, H=h, W=width, R=r, S=s, stride=int(a.strides[0]), pad=tuple(int(v) for v in a.padding),
-                     dilation=int(a.dilation[0]), N=n, input_zero=input_zero, weight_limit=self._bits)
+                     dilation=int(a.dilation[0]), N=n, input_zero=input_zero, weight_limit=self._bits,
+                     groups=int(a.groups))
         packed = relax.const(op.pack_weights(w, self.lanes), "int8")
         return self.builder_.call_te(op.compute, q, packed, primfunc_name_hint="qconv2d")
 
@@ -242,7 +243,8 @@ class _IntegerConv2d(relax.PyExprMutator):
         name = _conv2d_name(call)
         nchw = _below_nhwc_permute(self, call.args[0])  # (a channels-last block's input has no permute left)
         x = _shifted(self, call.args[0] if nchw is None else nchw)
-        why = _geometry_unfit(call.attrs)
+        why = _geometry_unfit(call.attrs) or ("it is depthwise (a depthwise ConvInteger is not built)"
+                                              if _is_depthwise(call) else "")
         if x is None or str(x[0].ty.dtype) != "uint8":
             self.report.kept_fp32.append((name, "its input is not a u8 tensor minus a scalar zero point"))
             return call
@@ -266,7 +268,7 @@ class _IntegerConv2d(relax.PyExprMutator):
         n, h, width, c = static_shape(call.args[0])
         ones = np.ones((1, h, width, c), np.int64)
         inside = conv2d_nhwc_reference(ones, w.astype(np.int64), int(a.strides[0]), tuple(int(v) for v in a.padding),
-                                       int(a.dilation[0]), exact=True)
+                                       int(a.dilation[0]), int(a.groups), exact=True)
         return relax.op.subtract(self._conv_products(call, q, w, 0),
                                  relax.op.multiply(relax.op.astype(zero, "int32"), _const(inside, "int32")))
 
@@ -383,13 +385,10 @@ def _depthwise_unfit(w) -> str:
     return "" if taps <= EXACT_TAPS else f"its {taps} taps sum beyond what fp32 holds exactly ({EXACT_TAPS})"
 
 
-def _geometry_unfit(a, depthwise: bool = False) -> str:
-    """Why a conv2d of attributes `a` (a `depthwise` one: one channel per group) has no int8 task ("" when it has
-    one)."""
+def _geometry_unfit(a) -> str:
+    """Why a conv2d of attributes `a` has no int8 task ("" when it has one)."""
     if (a.data_layout, a.kernel_layout, a.out_layout) != ("NHWC", "HWIO", "NHWC"):
         return f"its layout is {a.data_layout}/{a.kernel_layout}, not NHWC/HWIO"
-    if int(a.groups) != 1 and not depthwise:
-        return f"it has {int(a.groups)} groups (int8 grouped convolutions are not built)"
     if len(set(int(v) for v in a.strides)) != 1 or len(set(int(v) for v in a.dilation)) != 1:
         return "its strides or dilations differ along h and w"
     return ""
