@@ -41,6 +41,15 @@ class _Operator:
         return {name: 4 * int(np.prod(shape)) for name, shape in self.operand_shapes().items()}
 
 
+def check_groups(op, kind: str, depthwise: str) -> None:
+    """A one-line refusal of `op`'s groups (a `kind` with C, K and groups) when they do not divide C and K, or make
+    it a depthwise convolution, which `depthwise` says how to compute."""
+    if op.C % op.groups or op.K % op.groups:
+        raise ShapeError(f"{kind} with {op.groups} groups needs C and K divisible by them (C={op.C}, K={op.K})")
+    if op.groups > 1 and op.groups == op.C == op.K:
+        raise ShapeError(f"a {kind} with groups = C = K = {op.C} is a depthwise convolution: use {depthwise}")
+
+
 def _pads_1d(op) -> None:
     """A 1-d operator's pad in its canonical form (one int when both sides agree); ShapeError when bad or when
     the output is empty."""

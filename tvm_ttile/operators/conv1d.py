@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import ShapeError, check_dtype, check_positive
-from .base import _Operator, _padded, _padded_input_1d, _pads_1d, conv1d_nwc_reference
+from ..errors import check_dtype, check_positive
+from .base import _Operator, _padded, _padded_input_1d, _pads_1d, check_groups, conv1d_nwc_reference
 from .conv2d import Conv2d
 
 
@@ -32,12 +32,7 @@ class Conv1d(_Operator):
                        groups=self.groups)
         check_dtype(self.dtype)
         _pads_1d(self)
-        if self.C % self.groups or self.K % self.groups:
-            raise ShapeError(f"conv1d with {self.groups} groups needs C and K divisible by them (C={self.C}, "
-                             f"K={self.K})")
-        if self.groups > 1 and self.groups == self.C == self.K:
-            raise ShapeError(f"a conv1d with groups = C = K = {self.C} is a depthwise convolution: use the "
-                             'depthwise1d operator (op "depthwise1d", tvm-ttile tune depthwise1d)')
+        check_groups(self, "conv1d", 'the depthwise1d operator (op "depthwise1d", tvm-ttile tune depthwise1d)')
 
     @property
     def pads(self) -> tuple:

@@ -5,7 +5,7 @@ import dataclasses
 
 
 from ..errors import ShapeError, check_dtype, check_positive
-from .base import _Operator, _pad_at_end, _padded, conv2d_nhwc_reference, normalize_pad
+from .base import _Operator, _pad_at_end, _padded, check_groups, conv2d_nhwc_reference, normalize_pad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +33,7 @@ class Conv2d(_Operator):
         object.__setattr__(self, "pad", pads[0] if len(set(pads)) == 1 else pads)  # one canonical form
         if self.out_h <= 0 or self.out_w <= 0:
             raise ShapeError(f"conv2d {self} has an empty output ({self.out_h}x{self.out_w})")
-        if self.C % self.groups or self.K % self.groups:
-            raise ShapeError(f"conv2d with {self.groups} groups needs C and K divisible by them (C={self.C}, "
-                             f"K={self.K})")
-        if self.groups > 1 and self.groups == self.C == self.K:
-            raise ShapeError(f"a conv2d with groups = C = K = {self.C} is a depthwise convolution: use the depthwise "
-                             'operator (op "depthwise", tvm-ttile tune depthwise)')
+        check_groups(self, "conv2d", 'the depthwise operator (op "depthwise", tvm-ttile tune depthwise)')
 
     @property
     def pads(self) -> tuple:

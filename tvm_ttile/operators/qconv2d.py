@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import bfloat16
 from ..errors import ShapeError, check_positive
-from .base import _Operator, _padded, conv2d_nhwc_reference, normalize_pad
+from .base import _Operator, _padded, check_groups, conv2d_nhwc_reference, normalize_pad
 from .conv2d import Conv2d
 from .qmatmul import (QMatmul, bf16_values, check_float_input, check_grouped, check_weight_limit, input_dtype,
                       pack_grouped, random_operands, weights_of)
@@ -53,12 +53,7 @@ class QConv2d(_Operator):
     def __post_init__(self):
         check_positive(K=self.K, C=self.C, H=self.H, W=self.W, R=self.R, S=self.S, stride=self.stride,
                        dilation=self.dilation, N=self.N, groups=self.groups)
-        if self.C % self.groups or self.K % self.groups:
-            raise ShapeError(f"{self.precision} conv2d with {self.groups} groups needs C and K divisible by them "
-                             f"(C={self.C}, K={self.K})")
-        if self.groups > 1 and self.groups == self.C == self.K:
-            raise ShapeError(f"a conv2d with groups = C = K = {self.C} is a depthwise convolution: "
-                             "operators.QDepthwise")
+        check_groups(self, f"{self.precision} conv2d", "operators.QDepthwise")
         check_grouped(self)
         check_float_input(self)
         check_weight_limit(self)
