@@ -102,7 +102,8 @@ def test_padded_product_in_bf16_is_the_product_of_the_same_bf16_values():
     from tvm_ttile import bfloat16
 
     rng = np.random.default_rng(5)
-    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16), ((3, 13, 13), (3, 13, 7), False, 7)]
+    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16),
+             ((3, 13, 13), (3, 13, 7), False, 7)]
     for a_shape, b_shape, transposed, padded in cases:
         a, b = te.placeholder(a_shape, name="a"), te.placeholder(b_shape, name="b")
         c = padded_product(a, b, 7, padded, transposed, precision="bf16")
@@ -122,7 +123,8 @@ def test_padded_product_in_int8_is_the_exact_product_with_the_right_operand_shif
     from tvm import te
 
     rng = np.random.default_rng(6)
-    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16), ((3, 13, 13), (3, 13, 7), False, 7)]
+    cases = [((2, 3, 5, 9), (3, 9, 7), False, 16), ((1, 5, 8), (2, 3, 7, 8), True, 16),
+             ((3, 13, 13), (3, 13, 7), False, 7)]
     for a_shape, b_shape, transposed, padded in cases:
         a, b = te.placeholder(a_shape, "uint8", name="a"), te.placeholder(b_shape, "uint8", name="b")
         c = padded_product(a, b, 7, padded, transposed, precision="int8")
@@ -153,7 +155,8 @@ def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catal
     lanes = detect_host().lanes
     padded = -(-tokens // lanes) * lanes
     ours = {t.shape: t.name for t in extract_tasks(mod) if t.policy == "tvm_ttile"}
-    for shape in (f"matmul i{tokens},j{padded},k{HEAD} x{HEADS}", f"matmul i{tokens},j{HEAD},k{tokens + tokens % 2} x{HEADS}"):
+    for shape in (f"matmul i{tokens},j{padded},k{HEAD} x{HEADS}",
+                  f"matmul i{tokens},j{HEAD},k{tokens + tokens % 2} x{HEADS}"):
         assert "bf16_matmul" in ours.get(shape, ""), ours  # Q K^T (padded columns), P V (K padded to pairs)
     if dot_product("bf16", detect_host()) is None:
         return

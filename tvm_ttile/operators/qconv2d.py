@@ -4,10 +4,11 @@ with W[R, S, C, K] (s8); bf16, the same of bf16 input and weights into fp32.
 As for the matmul (qmatmul.py), the weights are a layer's constants packed once at build time in the instruction's
 layout, `[R, S, C'/g, K', g]`: C' is C in whole groups of g (the input gets the same zero channels in its padding
 copy), K' is K in whole vectors; a grouped convolution (`groups`, as Conv2d's) pads each group's input channels and
-outputs on their own, and output channel k reads its group's inputs. For int8 the spatial padding holds the input's zero point (`input_zero`), as a
-quantized model's padding means the real value 0: the compensation term (input_zero x the sum of a channel's
-weights) is then the same at every output position, a constant of the layer. The int8 reference is numpy's int64
-convolution, and a result must equal it; bf16's is the float64 convolution of the same bf16 values.
+outputs on their own, and output channel k reads its group's inputs. For int8 the spatial padding holds the input's
+zero point (`input_zero`), as a quantized model's padding means the real value 0: the compensation term (input_zero
+x the sum of a channel's weights) is then the same at every output position, a constant of the layer. The int8
+reference is numpy's int64 convolution, and a result must equal it; bf16's is the float64 convolution of the same
+bf16 values.
 """
 from __future__ import annotations
 
@@ -150,7 +151,8 @@ class QConv2d(_Operator):
         src = inp
         read = bfloat16.te_bits if self.float_input else (lambda v: v)
         # a group's input channels padded to whole g on their own (zeros: their weights are zero)
-        channel = (lambda c: te.min(c, self.C - 1)) if groups == 1 else (lambda c: c // cp * cg + te.min(c % cp, cg - 1))  # noqa: E731
+        channel = (lambda c: te.min(c, self.C - 1)) if groups == 1 else \
+            (lambda c: c // cp * cg + te.min(c % cp, cg - 1))  # noqa: E731
         if any(self.pads) or cp != cg or self.float_input:
             top, left, bottom, right = self.pads
             zero = te.const(self.input_zero, p.activation)

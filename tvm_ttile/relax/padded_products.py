@@ -28,7 +28,7 @@ from .bindings import binding_of, mutate_functions, static_shape
 MAX_PADDING = 0.5
 
 
-def _swapped_last(call) -> bool:
+def swaps_last_axes(call) -> bool:
     """Whether `call` is a permute_dims exchanging the last two axes and keeping the others."""
     if not (isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.permute_dims"):
         return False
@@ -133,7 +133,7 @@ def activations_task(mutator, a, b, n: int, lanes: int, precision: str, unless_p
     if unless_plain and padded == n and precision == "fp32":
         return None
     source = binding_of(mutator, b)
-    transposed = _swapped_last(source)
+    transposed = swaps_last_axes(source)
     operand = source.args[0] if transposed else b
     return mutator.builder_.call_te(lambda x, y: padded_product(x, y, n, padded, transposed, precision), a, operand,
                                     primfunc_name_hint="matmul" if precision == "fp32" else f"{precision}_matmul")

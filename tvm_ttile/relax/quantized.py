@@ -15,9 +15,9 @@ gives a conv2d over fp32 values. Here
    fp32 microkernels widen the u8 loads in registers, exact, so the layer before writes u8.
 A matmul over a dequantized u8 tensor and s8 constant weights becomes operators.QMatmul the same way (leading
 dimensions folded into rows); one over two dequantized u8 tensors (attention's) the int8 product of the two
-(padded_products.py) with its zero points' corrections; the int32 products of MatMulInteger and ConvInteger (dynamic quantization's, the
-input's zero point maybe a tensor) become QMatmul and QConv2d on the u8 tensor too. Every conv2d or matmul left in
-fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
+(padded_products.py) with its zero points' corrections; the int32 products of MatMulInteger and ConvInteger
+(dynamic quantization's, the input's zero point maybe a tensor) become QMatmul and QConv2d on the u8 tensor too.
+Every conv2d or matmul left in fp32 is reported with the reason (`IntegerReport.kept_fp32`), never dropped silently.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tvm import relax
 
 from ..operators.base import conv2d_nhwc_reference
 from .bindings import binding_of, constant_value, is_op, mutate_functions, static_shape
-from .padded_products import activations_task
+from .padded_products import activations_task, swaps_last_axes
 from .rows import folded_task
 
 RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -422,11 +422,10 @@ def _dequantized_operand(mutator, expr):
     written after K's dequantize): (u8 tensor, scale, zero point), the permute applied to the u8 tensor; else None."""
     found = _dequantized_u8(mutator, expr)
     bound = binding_of(mutator, expr)
-    if found is None and is_op(bound, "relax.permute_dims") and bound.attrs.axes is not None:
-        axes = [int(a) for a in bound.attrs.axes]
+    if found is None and swaps_last_axes(bound):
         inner = _dequantized_u8(mutator, bound.args[0])
-        if inner is not None and len(axes) >= 2 and axes == list(range(len(axes) - 2)) + [len(axes) - 1, len(axes) - 2]:
-            found = (relax.op.permute_dims(inner[0], axes), *inner[1:])
+        if inner is not None:
+            found = (relax.op.permute_dims(inner[0], bound.attrs.axes), *inner[1:])
     return found
 
 
