@@ -416,8 +416,8 @@ def test_quantized_attention_products_of_two_activations_become_int8_tasks(tmp_p
     """A QDQ self-attention (ONNX Runtime's quantizer dequantizes both of Q K^T's and P V's u8 operands): both
     products are int8 tvm_ttile tasks on the u8 tensors, the right one shifted to s8 in the task and the zero
     points' corrections in the epilogue; the softmax between stays fp32, named. The output is held to ONNX
-    Runtime running the graph as written (optimizations off: each node as ONNX defines it): its optimized run fuses
-    the softmax into its own quantized kernel and moves up to 3 steps from the graph's arithmetic at 197 tokens."""
+    Runtime running the graph as written (optimizations off: each node as ONNX defines it): its optimized run swaps
+    QDQ groups for its own quantized kernels and moves up to 3 steps from the graph's arithmetic at 197 tokens."""
     import onnxruntime
     from test_attention import HEAD, HEADS, _attention
 
