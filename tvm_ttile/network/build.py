@@ -51,6 +51,7 @@ def verify_against_untuned(mod, tuned, target, rtol: float = 1e-3, seed: int = 0
         err, ok = max(err, diff), ok and bool(np.isfinite(diff) and diff <= allowed)
     return ok, err
 
+
 def _whole(values) -> bool:
     """Whether a float array holds whole numbers only (a requantized value kept in fp32), not all of them 0."""
     return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)) and np.any(values))
