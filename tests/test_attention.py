@@ -1,7 +1,8 @@
-"""Attention at the token counts real models have (197, 50, a prime): Q K^T, whose output columns are the tokens,
-is a tvm_ttile task that pads them to whole vectors inside the function (relax/padded_products.py), with K^T
-written either way a model exports it; the scale after it fused; outputs equal to ONNX Runtime untuned and tuned;
-batch dimensions broadcast."""
+"""Attention at the token counts real models have (197, 50, a prime): softmax(c Q K^T) V as one fused task
+(attention.py, relax/attention.py) with K^T written either way a model exports it, each of its schedules equal to
+numpy; where the chain is not that (a mask added to the scores, a few keys), Q K^T is a tvm_ttile task that pads
+its columns to whole vectors inside the function (relax/padded_products.py), the scale after it fused; outputs
+equal to ONNX Runtime untuned and tuned; batch dimensions broadcast."""
 import numpy as np
 import pytest
 
@@ -12,6 +13,7 @@ import tvm  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from tvm import relax  # noqa: E402
 
+from tvm_ttile import attention  # noqa: E402
 from tvm_ttile.cpu import detect_host  # noqa: E402
 from tvm_ttile.relax import extract_tasks, prepare  # noqa: E402
 from tvm_ttile.relax.padded_products import padded_product  # noqa: E402
@@ -20,17 +22,18 @@ from tvm_ttile.relax.tasks import fuse  # noqa: E402
 HEADS, HEAD = 2, 16
 
 
-def _attention(tokens: int, k_transposed_in_graph: bool, seed=0):
+def _attention(tokens: int, k_transposed_in_graph: bool, seed=0, mask: bool = False):
     """Self-attention of x[1, tokens, 32] with 2 heads of 16: Q, K, V projections, heads split by Reshape +
-    Transpose, MatMul(Q, K^T) scaled by 1/4, Softmax, MatMul(P, V), heads merged. K^T is a Transpose of K
-    [1, h, t, e] after the split (as torch exports `q @ k.transpose(-2, -1)`) or the split's own transpose to
-    [1, h, e, t]."""
+    Transpose, MatMul(Q, K^T) scaled by 1/4 (with `mask`, a constant added: the last key masked), Softmax,
+    MatMul(P, V), heads merged. K^T is a Transpose of K [1, h, t, e] after the split (as torch exports
+    `q @ k.transpose(-2, -1)`) or the split's own transpose to [1, h, e, t]."""
     rng = np.random.default_rng(seed)
     d = HEADS * HEAD
     inits = [numpy_helper.from_array((rng.standard_normal((d, d)) * 0.2).astype(np.float32), f"w{n}") for n in "qkv"]
     inits += [numpy_helper.from_array(np.array([1, tokens, HEADS, HEAD], np.int64), "split"),
               numpy_helper.from_array(np.array([1, tokens, d], np.int64), "merge"),
-              numpy_helper.from_array(np.array(HEAD ** -0.5, np.float32), "scale")]
+              numpy_helper.from_array(np.array(HEAD ** -0.5, np.float32), "scale"),
+              numpy_helper.from_array(np.where(np.arange(tokens) < tokens - 1, 0, -1e4).astype(np.float32), "mask")]
     nodes = []
     for n in "qkv":
         nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}0"]),
@@ -42,7 +45,9 @@ def _attention(tokens: int, k_transposed_in_graph: bool, seed=0):
                   helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])]
     else:
         nodes += [helper.make_node("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1])]
-    nodes += [helper.make_node("MatMul", ["q", "kt"], ["s0"]), helper.make_node("Mul", ["s0", "scale"], ["s"]),
+    nodes += [helper.make_node("MatMul", ["q", "kt"], ["s0"]),
+              helper.make_node("Mul", ["s0", "scale"], ["s1" if mask else "s"]),
+              *([helper.make_node("Add", ["s1", "mask"], ["s"])] if mask else []),
               helper.make_node("Softmax", ["s"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["c0"]),
               helper.make_node("Transpose", ["c0"], ["c1"], perm=[0, 2, 1, 3]),
               helper.make_node("Reshape", ["c1", "merge"], ["out"])]
@@ -56,11 +61,61 @@ def _ort(model, x):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
-@pytest.mark.parametrize("tokens,k_in_graph", [(197, True), (13, False), (50, True)])
-def test_attention_scores_at_odd_token_counts_are_tvm_ttile_tasks(tokens, k_in_graph):
+def _untuned(mod, x):
+    return relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+@pytest.mark.parametrize("tokens,k_in_graph", [(197, True), (37, False), (50, True)])
+def test_attention_is_one_fused_task_at_odd_token_counts(tokens, k_in_graph):
     from tvm.relax.frontend.onnx import from_onnx
 
     model = _attention(tokens, k_in_graph)
+    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    tasks = extract_tasks(mod)
+    fused = [t.shape for t in tasks if t.policy == "attention"]
+    assert fused == [f"attention m{tokens},n{tokens},d{HEAD} x{HEADS}"], [(t.policy, t.shape) for t in tasks]
+    assert not [t.shape for t in tasks if f"x{HEADS}" in t.shape and t.policy == "tvm_ttile"]  # no products apart
+    assert not [t.shape for t in tasks if f"{tokens}x{tokens}" in t.shape]  # no softmax apart
+    x = np.random.default_rng(1).standard_normal((1, tokens, HEADS * HEAD)).astype(np.float32)
+    got, ref = _untuned(mod, x), _ort(model, x)
+    assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("lead,m,n,d,dv,keys_transposed,scale,threads", [
+    ((1, 3), 197, 197, 64, 64, False, 0.125, 1), ((2,), 37, 37, 32, 32, True, 1.0, 2),
+    ((1, 2), 5, 29, 16, 48, False, 0.3, 1)])
+def test_every_fused_attention_schedule_equals_numpy(lead, m, n, d, dv, keys_transposed, scale, threads):
+    from tvm import te
+
+    q = te.placeholder((*lead, m, d), "float32", name="q")
+    k = te.placeholder((*lead, d, n) if keys_transposed else (*lead, n, d), "float32", name="k")
+    v = te.placeholder((*lead, n, dv), "float32", name="v")
+    mod = tvm.IRModule({"main": te.create_prim_func(
+        [q, k, v, attention.fused_attention(q, k, v, keys_transposed=keys_transposed, scale=scale, lanes=16)])})
+    shape = attention.shape_of(mod["main"])
+    assert shape == attention.AttentionShape.from_key(shape.key) and shape.heads == int(np.prod(lead))
+    rng = np.random.default_rng(0)
+    qa, ka, va = (rng.standard_normal([int(x) for x in t.shape]).astype(np.float32) for t in (q, k, v))
+    scores = scale * (qa.astype(np.float64) @ (ka if keys_transposed else np.swapaxes(ka, -1, -2)))
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    exact = p / p.sum(-1, keepdims=True) @ va
+    errors = []
+    made = attention.schedules(mod, 16, threads, errors)
+    fitting = [x for x in attention.VARIANTS if attention.ROW_ALIGN % x.rows == 0 and (dv // 16) % x.outputs == 0]
+    assert not errors and [name for name, _ in made] == [x.name for x in fitting], errors
+    for name, sch in [("as written", tvm.s_tir.Schedule(mod))] + made:
+        lib = tvm.compile(sch.mod, target=detect_host().target(threads))
+        args = [tvm.runtime.tensor(a) for a in (qa, ka, va)] + [tvm.runtime.tensor(np.zeros(exact.shape, np.float32))]
+        lib(*args)
+        assert np.abs(args[-1].numpy() - exact).max() <= 1e-5 * np.abs(exact).max(), name
+
+
+@pytest.mark.parametrize("tokens,k_in_graph,mask", [(197, True, True), (13, False, False), (50, True, True)])
+def test_attention_scores_at_odd_token_counts_are_tvm_ttile_tasks(tokens, k_in_graph, mask):
+    """Not fused (a mask on the scores; 13 keys, less than a vector): Q K^T and P V are tasks of their own."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = _attention(tokens, k_in_graph, mask=mask)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     lanes = detect_host().lanes
     padded = -(-tokens // lanes) * lanes
@@ -71,8 +126,7 @@ def test_attention_scores_at_odd_token_counts_are_tvm_ttile_tasks(tokens, k_in_g
     names = [gv.name_hint for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     assert any("matmul" in name and "multiply" in name for name in names), names  # the scale fused into Q K^T
     x = np.random.default_rng(1).standard_normal((1, tokens, HEADS * HEAD)).astype(np.float32)
-    got = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
-    ref = _ort(model, x)
+    got, ref = _untuned(mod, x), _ort(model, x)
     assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
@@ -170,16 +224,25 @@ def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catal
     assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
 
 
-def test_a_tuned_attention_at_197_tokens_matches(tmp_path, small_catalog):
+@pytest.mark.parametrize("mask", [False, True])
+def test_a_tuned_attention_at_197_tokens_matches(mask, tmp_path, small_catalog):
+    """Fused: each of its schedules measured, the fastest verified; masked: Q K^T and P V tuned apart."""
     from tvm.relax.frontend.onnx import from_onnx
 
     from tvm_ttile import network as nw
 
-    model = _attention(197, True)
+    model = _attention(197, True, mask=mask)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
-    scores = [t for t in res.tasks if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]  # Q K^T, P V
-    assert len(scores) == 2 and all(t.verified and t.trials for t in scores), [(t.shape, t.verified) for t in scores]
+    if mask:
+        scores = [t for t in res.tasks if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]  # Q K^T, P V
+        assert len(scores) == 2
+    else:
+        scores = [t for t in res.tasks if t.policy == "attention"]
+        fitting = [x for x in attention.VARIANTS if (HEAD // detect_host().lanes) % x.outputs == 0]
+        assert len(scores) == 1 and scores[0].trials == len(fitting), [(t.shape, t.trials) for t in scores]
+        assert scores[0].made_by in {x.name for x in fitting}
+    assert all(t.verified and t.trials for t in scores), [(t.shape, t.verified) for t in scores]
     x = np.random.default_rng(2).standard_normal((1, 197, HEADS * HEAD)).astype(np.float32)
     got = nw.run(nw.build_network(mod, str(tmp_path / "net")), x)
     ref = _ort(model, x)

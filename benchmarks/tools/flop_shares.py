@@ -18,6 +18,7 @@ import tempfile
 def shares(source: str, work: str) -> dict:
     """{"model", "gflop", "tvm_ttile": share, "tasks": counts per policy, "others": [(GFLOP, shape, reason)]}."""
     from tvm_ttile.models.importers import load_model
+    from tvm_ttile.network.policy import create
     from tvm_ttile.relax import extract_tasks, prepare
 
     path = source
@@ -36,19 +37,22 @@ def shares(source: str, work: str) -> dict:
         flops[t.policy] += t.flops * t.weight
         counts[t.policy] += 1
     total = sum(flops.values()) or 1.0
-    others = sorted(((t.flops * t.weight / 1e9, t.shape, t.reason) for t in tasks if t.policy == "metaschedule"),
+    others = sorted(((t.flops * t.weight / 1e9, t.shape, t.reason) for t in tasks if not create(t.policy).structured),
                     reverse=True)
-    return {"model": source, "gflop": total / 1e9, "tvm_ttile": (flops["tvm_ttile"] + flops["winograd"]) / total,
-            "tasks": dict(counts), "others": others}
+    ours = sum(f for policy, f in flops.items() if create(policy).structured)  # tvm_ttile's forms (policy.py)
+    return {"model": source, "gflop": total / 1e9, "tvm_ttile": ours / total, "tasks": dict(counts), "others": others}
 
 
 def table(results: list) -> str:
+    from tvm_ttile.network.policy import create
+
     lines = ["| model | GFLOP | tvm_ttile's share | tasks (tvm_ttile / MetaSchedule) | MetaSchedule's largest |",
              "|---|---:|---:|---|---|"]
     for r in results:
         top = "; ".join(f"{g:.3f} GFLOP {shape}: {reason[:90]}" for g, shape, reason in r["others"][:2])
         lines.append(f"| {r['model']} | {r['gflop']:.2f} | {100 * r['tvm_ttile']:.1f}% | "
-                     f"{r['tasks'].get('tvm_ttile', 0)} / {r['tasks'].get('metaschedule', 0)} | {top} |")
+                     f"{sum(n for p, n in r['tasks'].items() if create(p).structured)} / "
+                     f"{sum(n for p, n in r['tasks'].items() if not create(p).structured)} | {top} |")
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,8 @@ returns them as measure candidates. Records are ordinary MetaSchedule records; o
 
 A network's memory-bound tasks (pooling, means, transposes) are measured with MemoryBoundSpace and
 DesignSpacesOnce: a few finished schedules (memory_bound.py), each once, beside MetaSchedule's own search; its
-Winograd convolutions (winograd.py) with WinogradSpace and DesignSpacesOnce.
+Winograd convolutions (winograd.py) with WinogradSpace and its fused attentions (attention.py) with
+AttentionSpace, both with DesignSpacesOnce.
 
 The package, one module per concept: space.py (the space generators and which tasks are tvm_ttile's),
 search.py (the search strategies), database.py (opening a database, the records of a workload, the best one),
@@ -21,8 +22,8 @@ from .database import (best_schedule, measured_schemes, record_variants, open_da
                        register_intrinsics_in)
 from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepare_logging
 from .search import DesignSpacesOnce, TTileSearch
-from .space import MemoryBoundSpace, TTileSpaceGenerator, WinogradSpace, ttile_problem
+from .space import AttentionSpace, MemoryBoundSpace, TTileSpaceGenerator, WinogradSpace, ttile_problem
 
-__all__ = ["DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
+__all__ = ["AttentionSpace", "DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
            "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database", "prepare_logging",
            "record_variants", "records_of", "register_intrinsics_in", "schedule_of", "ttile_problem", "WinogradSpace"]

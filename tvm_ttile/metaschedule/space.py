@@ -40,10 +40,9 @@ class TTileSpaceGenerator(PySpaceGenerator):
         return TTileSpaceGenerator()
 
 
-@derived_object
-class MemoryBoundSpace(PySpaceGenerator):
-    """The design spaces are memory_bound.schedules of the task (for its target's vector lanes and cores): each
-    a finished schedule, measured once by DesignSpacesOnce."""
+class _FinishedSchedules(PySpaceGenerator):
+    """Design spaces that are finished schedules of the task, for its target's CPU and cores, each measured once
+    by DesignSpacesOnce."""
 
     def __init__(self):
         self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
@@ -51,37 +50,44 @@ class MemoryBoundSpace(PySpaceGenerator):
     def _initialize_with_tune_context(self, context) -> None:
         from ..cpu import from_target
 
-        self.lanes = from_target(context.target).lanes
+        self.cpu = from_target(context.target)
         self.threads = int(context.target.attrs.get("num-cores", 1) or 1)
+
+
+@derived_object
+class MemoryBoundSpace(_FinishedSchedules):
+    """memory_bound.schedules of the task."""
 
     def generate_design_space(self, mod):
         from ..memory_bound import schedules
 
-        return [sch for _, sch in schedules(mod, self.lanes, self.threads)]
+        return [sch for _, sch in schedules(mod, self.cpu.lanes, self.threads)]
 
     def clone(self):
         return MemoryBoundSpace()
 
 
 @derived_object
-class WinogradSpace(PySpaceGenerator):
-    """The design spaces are winograd.schedules of a task holding a Winograd convolution (for its target's
-    lanes, registers and cores): each a finished schedule, measured once by DesignSpacesOnce."""
-
-    def __init__(self):
-        self.sch_rules, self.postprocs, self.mutator_probs = [], [], {}
-
-    def _initialize_with_tune_context(self, context) -> None:
-        from ..cpu import from_target
-
-        cpu = from_target(context.target)
-        self.lanes, self.registers = cpu.lanes, cpu.vector_registers
-        self.threads = int(context.target.attrs.get("num-cores", 1) or 1)
+class WinogradSpace(_FinishedSchedules):
+    """winograd.schedules of a task holding a Winograd convolution."""
 
     def generate_design_space(self, mod):
         from ..winograd import schedules
 
-        return [sch for _, sch in schedules(mod, self.lanes, self.registers, self.threads)]
+        return [sch for _, sch in schedules(mod, self.cpu.lanes, self.cpu.vector_registers, self.threads)]
 
     def clone(self):
         return WinogradSpace()
+
+
+@derived_object
+class AttentionSpace(_FinishedSchedules):
+    """attention.schedules of a fused attention task."""
+
+    def generate_design_space(self, mod):
+        from ..attention import schedules
+
+        return [sch for _, sch in schedules(mod, self.cpu.lanes, self.threads)]
+
+    def clone(self):
+        return AttentionSpace()

@@ -1,16 +1,18 @@
 """How each kind of network task is tuned. A task gets its kind at extraction (relax.extract_tasks: "tvm_ttile",
-"winograd" or "metaschedule"); `create(kind)` is the one place a kind becomes the policy that plans its search."""
+"winograd", "attention" or "metaschedule"); `create(kind)` is the one place a kind becomes the policy that plans its
+search."""
 from __future__ import annotations
 
 import dataclasses
 
 from tvm.s_tir import meta_schedule as ms
 
+from .. import attention
 from .. import winograd as wg
 from ..errors import TTileError
 from ..memory_bound import schedules as memory_bound_schedules, variant_of
-from ..metaschedule import (DesignSpacesOnce, TTileSearch, TTileSpaceGenerator, WinogradSpace, evolutionary_search,
-                            measured_schemes, record_variants, records_of, ttile_problem)
+from ..metaschedule import (AttentionSpace, DesignSpacesOnce, TTileSearch, TTileSpaceGenerator, WinogradSpace,
+                            evolutionary_search, measured_schemes, record_variants, records_of, ttile_problem)
 from ..microkernels.catalog import catalog_for
 from ..workdir import WorkDir
 from .defaults import TWIN_SCHEMES, network_sampler_options, network_strategy_options
@@ -33,7 +35,7 @@ class Plan:
 
 class TaskPolicy:
     kind = ""
-    structured = True  # tvm_ttile's own forms: a run where every one of them fails to tune is refused
+    structured = True  # tvm_ttile's own forms (its share of a network's FLOPs): a run where all fail is refused
     rewritten = False  # a layer rewritten into another form (Winograd): its FLOPs are not the network's
     picks_in_network = False  # its top candidates may be timed inside the running network (in_network.py)
     missing = "no record: built with the default schedule"  # what a task without a record is told
@@ -77,6 +79,14 @@ class TTilePolicy(TaskPolicy):
         return None if layer is None else (layer, 0)
 
 
+def _each_once(space, made: list, task, run) -> Plan:
+    """A Plan measuring once each finished schedule of `space` (named in `made`); those the database has no record
+    of (new, or failed before) are measured on a resume, whatever an earlier run asked."""
+    measured = set(record_variants(run.database, task.mod))
+    return Plan(space, DesignSpacesOnce(), ms.cost_model.RandomModel(), len(made), sum(n in measured for n in made),
+                max(len(made), 1), remembers_budget=False)
+
+
 class WinogradPolicy(TaskPolicy):
     """A 3x3 layer computed with Winograd (winograd.py): each of its schedules measured once."""
     kind = "winograd"
@@ -92,10 +102,22 @@ class WinogradPolicy(TaskPolicy):
         made = [n for n, _ in wg.schedules(task.mod, run.cpu.lanes, run.cpu.vector_registers, run.threads, errors)]
         if not made:  # reported with the task (no record), with why
             task.reason = "no Winograd schedule of this function lowers: " + "; ".join(errors[:2])
-        # Those it has no record of (new, or failed before) are measured on a resume, whatever an earlier run asked.
-        measured = set(record_variants(run.database, task.mod))
-        return Plan(WinogradSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), len(made),
-                    sum(n in measured for n in made), max(len(made), 1), remembers_budget=False)
+        return _each_once(WinogradSpace(), made, task, run)
+
+
+class AttentionPolicy(TaskPolicy):
+    """Attention's matmul, softmax and matmul fused (attention.py): each of its schedules measured once."""
+    kind = "attention"
+
+    def made_by(self, scheduled_mod):
+        return variant_of(scheduled_mod["main"]) or self.kind
+
+    def plan(self, task, run, task_dir):
+        errors = []
+        made = [n for n, _ in attention.schedules(task.mod, run.cpu.lanes, run.threads, errors)]
+        if not made:  # reported with the task (no record), with why
+            task.reason = "no fused attention schedule of this function lowers: " + "; ".join(errors[:2])
+        return _each_once(AttentionSpace(), made, task, run)
 
 
 class MetaSchedulePolicy(TaskPolicy):
@@ -122,7 +144,8 @@ class AutoMCLPolicy(TaskPolicy):
     kind = "automcl"
 
 
-POLICIES = {p.kind: p for p in (TTilePolicy(), WinogradPolicy(), MetaSchedulePolicy(), AutoMCLPolicy())}
+POLICIES = {p.kind: p for p in (TTilePolicy(), WinogradPolicy(), AttentionPolicy(), MetaSchedulePolicy(),
+                                 AutoMCLPolicy())}
 
 
 def create(kind: str) -> TaskPolicy:

@@ -12,6 +12,7 @@ from .. import cpu as cpu_mod
 from ..recognize import blocks
 from .bf16 import Bf16Report, bf16_products
 from ..precision import dot_product
+from .attention import fuse_attention
 from .bindings import binding_of, mutate_functions, static_shape
 from .quantized import IntegerReport, as_elementwise, integer_products
 from .padded_products import pad_columns
@@ -246,7 +247,7 @@ class _InputLayoutIntoConv(relax.PyExprMutator):
 
 def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: bool = True,
             quantized_report: IntegerReport | None = None, precision: str = "fp32",
-            bf16_report: Bf16Report | None = None):
+            bf16_report: Bf16Report | None = None, fused_attention: bool = True):
     """The imported Relax module with transposed conv2d as their stride^2 phase convolutions (transposed.py),
     conv2d in NHWC / HWIO and conv1d in NWC / WIO (permutes at the boundaries, folded on weights), and with
     `whole_vectors`, conv2d / matmul outputs by constant weights padded to whole vectors of `cpu`'s ISA (the
@@ -254,7 +255,8 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
     tensor permuted to NHWC reads the NCHW tensor (_InputLayoutIntoConv). A quantized (QDQ) model's convolutions
     become int8 tasks (quantized.py); `quantized_report` (an IntegerReport) receives which did and why the others
     did not. `precision` "bf16": every conv2d / matmul by constant weights becomes a bf16 task (bf16.py), which
-    `bf16_report` receives, as for int8."""
+    `bf16_report` receives, as for int8. With `whole_vectors` and `fused_attention`, float32 softmax(Q K^T) V is one
+    task (relax/attention.py); else its products and softmax are three."""
     mod, _ = rewrite_transposed(mod)
     mod = as_elementwise(mod)
     for gv, func in list(mod.functions.items()):
@@ -278,6 +280,7 @@ def prepare(mod, cpu=None, whole_vectors: bool = True, input_layout_in_conv: boo
         mod = bf16_products(mod, lanes, bf16_report if bf16_report is not None else Bf16Report())
     mod = fold_rows(mod)  # fp32 matmuls on N-d activations: 2-d ones over folded rows
     if whole_vectors:
+        mod = fuse_attention(mod, lanes) if fused_attention else mod  # softmax(Q K^T) V as one task
         mod = pad_columns(mod, lanes)  # attention's Q K^T at 197 tokens: columns padded inside the task
     if input_layout_in_conv:
         mod = mutate_functions(mod, _InputLayoutIntoConv)

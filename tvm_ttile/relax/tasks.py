@@ -9,6 +9,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from ..context import resolve
+from .. import attention
 from .. import winograd as wg
 from ..metaschedule import ttile_problem
 
@@ -32,7 +33,7 @@ class Task:
     name: str
     weight: int  # calls per inference
     mod: object  # the task's IRModule (one PrimFunc "main")
-    policy: str  # "tvm_ttile", "metaschedule" or "winograd" (a rewritten layer: winograd.py)
+    policy: str  # "tvm_ttile", "metaschedule", "winograd" (a rewritten layer: winograd.py) or "attention"
     reason: str  # why not tvm_ttile (empty for tvm_ttile tasks)
     flops: float
     shape: str
@@ -67,6 +68,10 @@ def extract_tasks(mod, context=None, *, cpu=None, threads: int | None = None, pr
         if conv is not None:
             tasks.append(Task(t.task_name, int(t.weight), task_mod, "winograd", "",
                               float(estimate_tir_flops(task_mod)), conv))
+            continue
+        fused = attention.shape_of(task_mod["main"])
+        if fused is not None:
+            tasks.append(Task(t.task_name, int(t.weight), task_mod, "attention", "", fused.flops, fused.text))
             continue
         problem, reason = ttile_problem(task_mod, target)
         if problem is not None:
