@@ -126,15 +126,10 @@ def fused_attention(q, k, v, *, keys_transposed: bool, scale: float, lanes: int)
 
 def shape_of(func) -> AttentionShape | None:
     """The AttentionShape of a fused_attention function, else None."""
-    import tvm
-    from tvm import s_tir
+    from .recognize import block_annotation
 
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    try:
-        block = sch.get(sch.get_sblock("O"))
-    except Exception:  # noqa: BLE001 - no such block: not an attention function
-        return None
-    return AttentionShape.from_key(str(block.annotations[MARK])) if MARK in block.annotations else None
+    key = block_annotation(func, "O", MARK)
+    return None if key is None else AttentionShape.from_key(key)
 
 
 def schedule(mod, variant: Variant, lanes: int, threads: int = 1):

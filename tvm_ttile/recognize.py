@@ -121,6 +121,17 @@ def blocks(sch) -> list:
     return out
 
 
+def block_annotation(func, block: str, key: str) -> str | None:
+    """The annotation `key` of the block named `block` of PrimFunc `func` (how a function of our own names what it
+    computes: winograd.py, attention.py), or None when there is no such block or annotation."""
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
+    try:
+        stmt = sch.get(sch.get_sblock(block))
+    except tvm.s_tir.schedule.ScheduleError:
+        return None
+    return str(stmt.annotations[key]) if key in stmt.annotations else None
+
+
 LOADS = ("BufferLoad", "TensorLoad")  # TVM 0.27's TIR reads buffers with either
 
 

@@ -157,15 +157,9 @@ class Knobs:
 
 def conv_of(func) -> str | None:
     """The WinogradConv.key of a (fused) function holding a Winograd convolution, else None."""
-    import tvm
-    from tvm import s_tir
+    from .recognize import block_annotation
 
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    try:
-        block = sch.get(sch.get_sblock("winograd_M"))
-    except Exception:  # noqa: BLE001 - no such block: not a Winograd function
-        return None
-    return str(block.annotations[MARK]) if MARK in block.annotations else None
+    return block_annotation(func, "winograd_M", MARK)
 
 
 def knob_choices(conv: WinogradConv, lanes: int, registers: int, threads: int = 1, limit: int = 12) -> list:
