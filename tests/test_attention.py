@@ -81,6 +81,30 @@ def test_attention_is_one_fused_task_at_odd_token_counts(tokens, k_in_graph):
     assert got.shape == ref.shape and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
+def test_attention_is_fused_only_as_a_whole_chain():
+    """A negative scale (the max would be the min), batch dimensions that broadcast, or prepare's
+    fused_attention=False keep the three tasks."""
+    bb = relax.BlockBuilder()
+    q = relax.Var("q", relax.TensorType((2, 37, 16), "float32"))
+    k = relax.Var("k", relax.TensorType((2, 37, 16), "float32"))
+    v = relax.Var("v", relax.TensorType((2, 37, 16), "float32"))
+    kb = relax.Var("kb", relax.TensorType((1, 37, 16), "float32"))
+    outs = {}
+    for name, scale, keys in [("plain", 0.25, k), ("negative", -0.25, k), ("broadcast", 0.25, kb)]:
+        with bb.function(name, [q, k, v, kb]):
+            with bb.dataflow():
+                s0 = bb.emit(relax.op.matmul(q, relax.op.permute_dims(keys, [0, 2, 1])))
+                p = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.multiply(s0, relax.const(scale, "float32")))))
+                out = bb.emit_output(relax.op.matmul(p, v))
+            bb.emit_func_output(out)
+    mod = bb.get()
+    for fused_attention, expected in [(True, {"plain"}), (False, set())]:
+        prepared = prepare(mod, fused_attention=fused_attention)
+        outs[fused_attention] = {gv.name_hint for gv, f in prepared.functions.items() if isinstance(f, relax.Function)
+                                 and "attention" in str(f)}
+        assert outs[fused_attention] == expected, outs
+
+
 @pytest.mark.parametrize("lead,m,n,d,dv,keys_transposed,scale,threads", [
     ((1, 3), 197, 197, 64, 64, False, 0.125, 1), ((2,), 37, 37, 32, 32, True, 1.0, 2),
     ((1, 2), 5, 29, 16, 48, False, 0.3, 1)])
