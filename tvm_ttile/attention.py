@@ -88,7 +88,8 @@ def fits(keys: int, values: int, lanes: int) -> bool:
 
 
 def fused_attention(q, k, v, *, keys_transposed: bool, scale: float, lanes: int):
-    """TE: softmax(scale x Q K^T) V (module doc), k being K^T when `keys_transposed`; the output block carries MARK."""
+    """TE: softmax(scale x Q K^T) V (module doc) for a `scale` > 0, k being K^T when `keys_transposed`; the output
+    block carries MARK."""
     import tvm
     from tvm import te, topi
 

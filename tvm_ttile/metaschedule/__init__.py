@@ -24,6 +24,7 @@ from .environment import cpu_tensor_intrinsics_only, evolutionary_search, prepar
 from .search import DesignSpacesOnce, TTileSearch
 from .space import AttentionSpace, MemoryBoundSpace, TTileSpaceGenerator, WinogradSpace, ttile_problem
 
-__all__ = ["AttentionSpace", "DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator", "best_schedule",
-           "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database", "prepare_logging",
-           "record_variants", "records_of", "register_intrinsics_in", "schedule_of", "ttile_problem", "WinogradSpace"]
+__all__ = ["AttentionSpace", "DesignSpacesOnce", "MemoryBoundSpace", "TTileSearch", "TTileSpaceGenerator",
+           "best_schedule", "cpu_tensor_intrinsics_only", "evolutionary_search", "measured_schemes", "open_database",
+           "prepare_logging", "record_variants", "records_of", "register_intrinsics_in", "schedule_of", "ttile_problem",
+           "WinogradSpace"]
