@@ -1,8 +1,8 @@
-"""Attention at the token counts real models have (197, 50, a prime): softmax(c Q K^T) V as one fused task
+"""Attention at the token counts real models have (197, 50, a prime): softmax(c Q K^T + mask) V as one fused task
 (attention.py, relax/attention.py) with K^T written either way a model exports it, each of its schedules equal to
-numpy; where the chain is not that (a mask added to the scores, a few keys), Q K^T is a tvm_ttile task that pads
-its columns to whole vectors inside the function (relax/padded_products.py), the scale after it fused; outputs
-equal to ONNX Runtime untuned and tuned; batch dimensions broadcast."""
+numpy; where the chain is not that (a broadcast batch, a few keys) or fusing is turned off, Q K^T is a tvm_ttile task
+that pads its columns to whole vectors inside the function (relax/padded_products.py), the scale after it fused;
+outputs equal to ONNX Runtime untuned and tuned; batch dimensions broadcast."""
 import numpy as np
 import pytest
 
@@ -65,11 +65,11 @@ def _untuned(mod, x):
     return relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
 
 
-@pytest.mark.parametrize("tokens,k_in_graph", [(197, True), (37, False), (50, True)])
-def test_attention_is_one_fused_task_at_odd_token_counts(tokens, k_in_graph):
+@pytest.mark.parametrize("tokens,k_in_graph,mask", [(197, True, False), (37, False, False), (50, True, True)])
+def test_attention_is_one_fused_task_at_odd_token_counts(tokens, k_in_graph, mask):
     from tvm.relax.frontend.onnx import from_onnx
 
-    model = _attention(tokens, k_in_graph)
+    model = _attention(tokens, k_in_graph, mask=mask)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     tasks = extract_tasks(mod)
     fused = [t.shape for t in tasks if t.policy == "attention"]
@@ -82,8 +82,8 @@ def test_attention_is_one_fused_task_at_odd_token_counts(tokens, k_in_graph):
 
 
 def test_attention_is_fused_only_as_a_whole_chain():
-    """A negative scale (the max would be the min), batch dimensions that broadcast, or prepare's
-    fused_attention=False keep the three tasks."""
+    """A negative scale is fused (the max is taken over the scaled scores); batch dimensions that broadcast, or
+    prepare's fused_attention=False, keep the three tasks."""
     bb = relax.BlockBuilder()
     q = relax.Var("q", relax.TensorType((2, 37, 16), "float32"))
     k = relax.Var("k", relax.TensorType((2, 37, 16), "float32"))
@@ -98,29 +98,36 @@ def test_attention_is_fused_only_as_a_whole_chain():
                 out = bb.emit_output(relax.op.matmul(p, v))
             bb.emit_func_output(out)
     mod = bb.get()
-    for fused_attention, expected in [(True, {"plain"}), (False, set())]:
+    for fused_attention, expected in [(True, {"plain", "negative"}), (False, set())]:
         prepared = prepare(mod, fused_attention=fused_attention)
         outs[fused_attention] = {gv.name_hint for gv, f in prepared.functions.items() if isinstance(f, relax.Function)
                                  and "attention" in str(f)}
         assert outs[fused_attention] == expected, outs
 
 
-@pytest.mark.parametrize("lead,m,n,d,dv,keys_transposed,scale,threads", [
-    ((1, 3), 197, 197, 64, 64, False, 0.125, 1), ((2,), 37, 37, 32, 32, True, 1.0, 2),
-    ((1, 2), 5, 29, 16, 48, False, 0.3, 1)])
-def test_every_fused_attention_schedule_equals_numpy(lead, m, n, d, dv, keys_transposed, scale, threads):
+@pytest.mark.parametrize("lead,m,n,d,dv,keys_transposed,scale,mask,threads", [
+    ((1, 3), 197, 197, 64, 64, False, 0.125, None, 1), ((2,), 37, 37, 32, 32, True, -1.0, (37,), 2),
+    ((1, 2), 5, 29, 16, 48, False, 0.3, (1, 5, 29), 1)])
+def test_every_fused_attention_schedule_equals_numpy(lead, m, n, d, dv, keys_transposed, scale, mask, threads):
+    """Masks: a padding mask over the keys (-1e4 on the last 5), a causal one per head and query."""
     from tvm import te
 
     q = te.placeholder((*lead, m, d), "float32", name="q")
     k = te.placeholder((*lead, d, n) if keys_transposed else (*lead, n, d), "float32", name="k")
     v = te.placeholder((*lead, n, dv), "float32", name="v")
-    mod = tvm.IRModule({"main": te.create_prim_func(
-        [q, k, v, attention.fused_attention(q, k, v, keys_transposed=keys_transposed, scale=scale, lanes=16)])})
+    mk = [] if mask is None else [te.placeholder(mask, "float32", name="mask")]
+    mod = tvm.IRModule({"main": te.create_prim_func([q, k, v, *mk, attention.fused_attention(
+        q, k, v, *mk, keys_transposed=keys_transposed, scale=scale, lanes=16)])})
     shape = attention.shape_of(mod["main"])
     assert shape == attention.AttentionShape.from_key(shape.key) and shape.heads == int(np.prod(lead))
+    assert shape.mask == mask
     rng = np.random.default_rng(0)
     qa, ka, va = (rng.standard_normal([int(x) for x in t.shape]).astype(np.float32) for t in (q, k, v))
+    masks = {None: [], (37,): [np.where(np.arange(37) < 32, 0, -1e4).astype(np.float32)],
+             (1, 5, 29): [np.where(np.arange(29)[None, None] <= np.arange(5)[None, :, None] + 24, 0, -1e4)
+                          .astype(np.float32)]}[mask]
     scores = scale * (qa.astype(np.float64) @ (ka if keys_transposed else np.swapaxes(ka, -1, -2)))
+    scores = scores + (masks[0] if masks else 0)
     p = np.exp(scores - scores.max(-1, keepdims=True))
     exact = p / p.sum(-1, keepdims=True) @ va
     errors = []
@@ -129,18 +136,19 @@ def test_every_fused_attention_schedule_equals_numpy(lead, m, n, d, dv, keys_tra
     assert not errors and [name for name, _ in made] == [x.name for x in fitting], errors
     for name, sch in [("as written", tvm.s_tir.Schedule(mod))] + made:
         lib = tvm.compile(sch.mod, target=detect_host().target(threads))
-        args = [tvm.runtime.tensor(a) for a in (qa, ka, va)] + [tvm.runtime.tensor(np.zeros(exact.shape, np.float32))]
+        args = [tvm.runtime.tensor(a) for a in (qa, ka, va, *masks)]
+        args.append(tvm.runtime.tensor(np.zeros(exact.shape, np.float32)))
         lib(*args)
         assert np.abs(args[-1].numpy() - exact).max() <= 1e-5 * np.abs(exact).max(), name
 
 
-@pytest.mark.parametrize("tokens,k_in_graph,mask", [(197, True, True), (13, False, False), (50, True, True)])
+@pytest.mark.parametrize("tokens,k_in_graph,mask", [(197, True, True), (13, False, False), (50, True, False)])
 def test_attention_scores_at_odd_token_counts_are_tvm_ttile_tasks(tokens, k_in_graph, mask):
-    """Not fused (a mask on the scores; 13 keys, less than a vector): Q K^T and P V are tasks of their own."""
+    """Not fused (fused_attention=False; 13 keys, less than a vector): Q K^T and P V are tasks of their own."""
     from tvm.relax.frontend.onnx import from_onnx
 
     model = _attention(tokens, k_in_graph, mask=mask)
-    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    mod = prepare(from_onnx(model, keep_params_in_input=False), fused_attention=False)
     lanes = detect_host().lanes
     padded = -(-tokens // lanes) * lanes
     ours = [t.shape for t in extract_tasks(mod) if t.policy == "tvm_ttile"]
@@ -248,17 +256,17 @@ def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catal
     assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
 
 
-@pytest.mark.parametrize("mask", [False, True])
-def test_a_tuned_attention_at_197_tokens_matches(mask, tmp_path, small_catalog):
-    """Fused: each of its schedules measured, the fastest verified; masked: Q K^T and P V tuned apart."""
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_tuned_attention_at_197_tokens_matches(fused, tmp_path, small_catalog):
+    """Fused (and masked): each of its schedules measured, the fastest verified; unfused: Q K^T and P V tuned."""
     from tvm.relax.frontend.onnx import from_onnx
 
     from tvm_ttile import network as nw
 
-    model = _attention(197, True, mask=mask)
-    mod = prepare(from_onnx(model, keep_params_in_input=False))
+    model = _attention(197, True, mask=fused)
+    mod = prepare(from_onnx(model, keep_params_in_input=False), fused_attention=fused)
     res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
-    if mask:
+    if not fused:
         scores = [t for t in res.tasks if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]  # Q K^T, P V
         assert len(scores) == 2
     else:

@@ -3,13 +3,14 @@ and its rows of the output while the scores are in L1.
 
 Computed as three tasks, the scores S = Q K^T and the probabilities P (ViT-B/16: 12 x 197 x 197 floats, 1.9 MB per
 layer, more than a core's L2) are written and read back twice, and P is normalized element by element. Here, per
-head, K is copied once as K^T with its columns padded to whole vectors (the padding repeats the last key, so the
-padded scores are real ones: the row max needs no mask), and per block of `rows` query rows: S on register blocks
-(rows x one vector, the reduction over D outside), the row max and sum as one vector per row, then across its
-lanes, exp on whole vectors (fast_exp, as the network's softmax), and the unnormalized exponentials times V on
-register blocks (rows x `outputs` vectors, the reduction over the keys outside). The sum, less the padded columns'
-copies of the last exponential, divides the block's D outputs per row once (not N probabilities). Query rows are
-padded to a multiple of ROW_ALIGN (the last real row repeated), so every variant's blocks are whole.
+head, K is copied once as K^T with its columns padded to whole vectors (the padding repeats the last key, and a
+mask's padded columns its last column, so the padded scores are real ones: the row max needs no mask), and per
+block of `rows` query rows: S on register blocks (rows x one vector, the reduction over D outside), scaled and
+masked, the row max and sum as one vector per row, then across its lanes, exp on whole vectors (fast_exp, as the
+network's softmax), and the unnormalized exponentials times V on register blocks (rows x `outputs` vectors, the
+reduction over the keys outside). The sum, less the padded columns' copies of the last exponential, divides the
+block's D outputs per row once (not N probabilities). Query rows are padded to a multiple of ROW_ALIGN (the last
+real row repeated), so every variant's blocks are whole.
 
 `schedules` gives the few finished schedules (the variants: rows per block, output vectors per register block);
 tune_network measures each once (like Winograd's) and keeps the fastest.
@@ -26,7 +27,8 @@ ROW_ALIGN = 8
 
 @dataclasses.dataclass(frozen=True)
 class AttentionShape:
-    """softmax(scale x Q K^T) V for Q [*lead, M, D], K [*lead, N, D] (or K^T [*lead, D, N]), V [*lead, N, DV]."""
+    """softmax(scale x Q K^T + mask) V for Q [*lead, M, D], K [*lead, N, D] (or K^T [*lead, D, N]), V [*lead, N, DV]
+    and a mask broadcast to the scores [*lead, M, N], or none."""
     lead: tuple
     M: int
     N: int
@@ -34,19 +36,22 @@ class AttentionShape:
     DV: int
     scale: float
     keys_transposed: bool  # the function's K operand is K^T [*lead, D, N]
+    mask: tuple | None = None  # the mask's shape
 
     @property
     def key(self) -> str:
         lead = "x".join(str(x) for x in self.lead) or "1"
+        mask = "-" if self.mask is None else "x".join(str(x) for x in self.mask)
         return (f"attention lead{lead} M{self.M} N{self.N} D{self.D} DV{self.DV} scale{self.scale!r} "
-                f"kt{int(self.keys_transposed)}")
+                f"kt{int(self.keys_transposed)} mask{mask}")
 
     @classmethod
     def from_key(cls, key: str) -> "AttentionShape":
-        fields = dict((f[:2], f[2:]) if f.startswith(("DV", "kt")) else (f[:4], f[4:]) if f.startswith("lead")
+        fields = dict((f[:2], f[2:]) if f.startswith(("DV", "kt")) else (f[:4], f[4:]) if f.startswith(("lead", "mask"))
                       else (f[:5], f[5:]) if f.startswith("scale") else (f[0], f[1:]) for f in key.split()[1:])
+        mask = None if fields.get("mask", "-") == "-" else tuple(int(x) for x in fields["mask"].split("x"))
         return cls(tuple(int(x) for x in fields["lead"].split("x")), int(fields["M"]), int(fields["N"]),
-                   int(fields["D"]), int(fields["DV"]), float(fields["scale"]), bool(int(fields["kt"])))
+                   int(fields["D"]), int(fields["DV"]), float(fields["scale"]), bool(int(fields["kt"])), mask)
 
     @property
     def heads(self) -> int:
@@ -87,15 +92,16 @@ def fits(keys: int, values: int, lanes: int) -> bool:
     return keys > lanes and values % lanes == 0
 
 
-def fused_attention(q, k, v, *, keys_transposed: bool, scale: float, lanes: int):
-    """TE: softmax(scale x Q K^T) V (module doc) for a `scale` > 0, k being K^T when `keys_transposed`; the output
-    block carries MARK."""
+def fused_attention(q, k, v, mask=None, *, keys_transposed: bool, scale: float, lanes: int):
+    """TE: softmax(scale x Q K^T + mask) V (module doc), k being K^T when `keys_transposed`, `mask` (None: no mask)
+    broadcast to the scores; the output block carries MARK."""
     import tvm
     from tvm import te, topi
 
     *lead, m, d = (int(x) for x in q.shape)
     n, dv = int(v.shape[-2]), int(v.shape[-1])
-    shape = AttentionShape(tuple(lead), m, n, d, dv, float(scale), keys_transposed)
+    mask_shape = None if mask is None else tuple(int(x) for x in mask.shape)
+    shape = AttentionShape(tuple(lead), m, n, d, dv, float(scale), keys_transposed, mask_shape)
     padded, rows = -(-n // lanes) * lanes, -(-m // ROW_ALIGN) * ROW_ALIGN
     key_at = (lambda i, r, j: k[(*i, r, te.min(j, n - 1))]) if keys_transposed else \
         (lambda i, r, j: k[(*i, te.min(j, n - 1), r)])
@@ -103,13 +109,19 @@ def fused_attention(q, k, v, *, keys_transposed: bool, scale: float, lanes: int)
     r = te.reduce_axis((0, d), name="r")
     s = te.compute((*lead, rows, padded), lambda *i: te.sum(
         q[(*i[:-2], te.min(i[-2], m - 1), r)] * kt[(*i[:-2], r, i[-1])], axis=r), name="S")
+    c = tvm.tirx.const(scale, "float32")
+
+    def mask_at(i):  # the mask's element for scores index i (padded rows and columns: the last real ones)
+        at = [*i[:-2], te.min(i[-2], m - 1), te.min(i[-1], n - 1)][len(i) - len(mask_shape):]
+        return mask[tuple(0 if e == 1 else x for x, e in zip(at, mask_shape))]
+
+    logits = te.compute(s.shape, lambda *i: s[i] * c if mask is None else s[i] * c + mask_at(i), name="L")
     j = te.reduce_axis((0, padded // lanes), name="j")
-    mx_lanes = te.compute((*lead, rows, lanes), lambda *i: te.max(s[(*i[:-1], j * lanes + i[-1])], axis=j),
+    mx_lanes = te.compute((*lead, rows, lanes), lambda *i: te.max(logits[(*i[:-1], j * lanes + i[-1])], axis=j),
                           name="Mx_lanes")
     jl = te.reduce_axis((0, lanes), name="jl")
     mx = te.compute((*lead, rows), lambda *i: te.max(mx_lanes[(*i, jl)], axis=jl), name="Mx")
-    c = tvm.tirx.const(scale, "float32")
-    delta = te.compute(s.shape, lambda *i: (s[i] - mx[i[:-1]]) * c, name="delta")  # (scale > 0: the same max)
+    delta = te.compute(s.shape, lambda *i: logits[i] - mx[i[:-1]], name="delta")
     ex = topi.fast_exp(delta)
     e = te.compute(s.shape, lambda *i: ex[i], name="E")
     jj = te.reduce_axis((0, padded // lanes), name="jj")
@@ -140,7 +152,7 @@ def schedule(mod, variant: Variant, lanes: int, threads: int = 1):
     from .memory_bound import MARK as FINISHED
 
     sch = s_tir.Schedule(mod)
-    for name in ("delta", "T_fast_exp"):
+    for name in ("L", "delta", "T_fast_exp"):
         sch.compute_inline(sch.get_sblock(name))
     o = sch.get_sblock("O")
     *lead, oi, oe = sch.get_loops(o)
