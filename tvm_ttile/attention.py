@@ -111,9 +111,15 @@ def fused_attention(q, k, v, mask=None, *, keys_transposed: bool, scale: float, 
         q[(*i[:-2], te.min(i[-2], m - 1), r)] * kt[(*i[:-2], r, i[-1])], axis=r), name="S")
     c = tvm.tirx.const(scale, "float32")
 
-    def mask_at(i):  # the mask's element for scores index i (padded rows and columns: the last real ones)
-        at = [*i[:-2], te.min(i[-2], m - 1), te.min(i[-1], n - 1)][len(i) - len(mask_shape):]
-        return mask[tuple(0 if e == 1 else x for x, e in zip(at, mask_shape))]
+    if mask is not None:  # copied once with its columns (and rows, if it has them) padded as the scores'
+        padded_shape = (*mask_shape[:-2], *([rows if mask_shape[-2] > 1 else 1] if len(mask_shape) > 1 else []),
+                        padded)
+        mask_pad = te.compute(padded_shape, lambda *i: mask[(*i[:-2], *([te.min(i[-2], m - 1)] if len(i) > 1 else []),
+                                                             te.min(i[-1], n - 1))], name="Mask_pad")
+
+    def mask_at(i):  # the padded mask's element for scores index i
+        at = list(i[len(i) - len(mask_shape):])
+        return mask_pad[tuple(0 if e == 1 else x for x, e in zip(at, padded_shape))]
 
     logits = te.compute(s.shape, lambda *i: s[i] * c if mask is None else s[i] * c + mask_at(i), name="L")
     j = te.reduce_axis((0, padded // lanes), name="j")

@@ -3,7 +3,8 @@ tasks a network runs when it is not fused (Q K^T, the padded-row softmax, P V).
 
 The network is prepared with `fused_attention=False` and built from WORK_DIR (a tune-model work dir of that form:
 its three attention tasks tuned); one inference hands over the first layer's Q, K and V. The three calls run on
-them, then each fused schedule (attention.schedules, for this CPU and thread count) on the same Q, K, V: every
+them, then each fused schedule (attention.schedules, for this CPU and thread count) on the same Q, K, V, and each
+again with a padding mask over the keys (the last tenth at -1e4; a mask the network itself does not have): every
 output is checked against float64 numpy before anything is timed. All are then timed round-robin, alone hot and
 with the caches flushed before every call (every operand but the first), the three calls as one per round.
 
@@ -57,25 +58,36 @@ def main():
     for symbol, a in chain:
         lib[symbol](*a)
     qn, kn, vn = (t.numpy().astype(np.float64) for t in (q, k, v))
-    sc = qn @ np.swapaxes(kn, -1, -2)
-    p = np.exp(sc - sc.max(-1, keepdims=True))
-    exact = (p / p.sum(-1, keepdims=True)) @ vn
-    scale = float(np.abs(exact).max())
-    error = lambda out: float(np.abs(out - exact).max()) / scale  # noqa: E731
-    placeholders = [te.placeholder(q_shape, "float32", name=n) for n in "qkv"]
-    fused_mod = tvm.IRModule({"main": te.create_prim_func([*placeholders, attention.fused_attention(
-        *placeholders, keys_transposed=False, scale=1.0, lanes=cpu.lanes)])})
+    n_keys = q_shape[-2]
+    padding = np.where(np.arange(n_keys) < n_keys - n_keys // 10, 0, -1e4).astype(np.float32)  # the last tenth masked
+
+    def exact(mask):
+        sc = qn @ np.swapaxes(kn, -1, -2) + mask
+        p = np.exp(sc - sc.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ vn
+
+    def error(out, mask=0.0):
+        ref = exact(mask)
+        return float(np.abs(out - ref).max()) / float(np.abs(ref).max())
+
     target = cpu.target(args.threads)
     rows = [("the network's three tasks", error(pv[2][2].numpy()))]
     fused = []
-    for name, sch in attention.schedules(fused_mod, cpu.lanes, args.threads):
-        f = tvm.compile(sch.mod, target=target)
-        out = tvm.runtime.tensor(np.zeros(q_shape, "float32"), tvm.cpu())
-        f(q, k, v, out)
-        if error(out.numpy()) > TOLERANCE:
-            sys.exit(f"fused attention {name}: {error(out.numpy()):.1e} of the scale from numpy")
-        rows.append((f"fused, {name}", error(out.numpy())))
-        fused.append((f.mod, [q, k, v, out]))
+    for label, mask in (("fused", None), ("fused, a padding mask over the keys", padding)):
+        placeholders = [te.placeholder(q_shape, "float32", name=n) for n in "qkv"]
+        placeholders += [] if mask is None else [te.placeholder(mask.shape, "float32", name="mask")]
+        fused_mod = tvm.IRModule({"main": te.create_prim_func([*placeholders, attention.fused_attention(
+            *placeholders, keys_transposed=False, scale=1.0, lanes=cpu.lanes)])})
+        inputs = [q, k, v] + ([] if mask is None else [tvm.runtime.tensor(mask, tvm.cpu())])
+        for name, sch in attention.schedules(fused_mod, cpu.lanes, args.threads):
+            f = tvm.compile(sch.mod, target=target)
+            out = tvm.runtime.tensor(np.zeros(q_shape, "float32"), tvm.cpu())
+            f(*inputs, out)
+            err = error(out.numpy(), 0.0 if mask is None else mask)
+            if err > TOLERANCE:
+                sys.exit(f"{label} {name}: {err:.1e} of the scale from numpy")
+            rows.append((f"{label}, {name}", err))
+            fused.append((f.mod, [*inputs, out]))
     table = {}
     for state in ("hot", "flushed"):
         timers = [kernel_timer(lib, a, symbol, state=state, repeat=5) for symbol, a in chain]
