@@ -132,7 +132,7 @@ def test_every_fused_attention_schedule_equals_numpy(lead, m, n, d, dv, keys_tra
     exact = p / p.sum(-1, keepdims=True) @ va
     errors = []
     made = attention.schedules(mod, 16, threads, errors)
-    fitting = [x for x in attention.VARIANTS if attention.ROW_ALIGN % x.rows == 0 and (dv // 16) % x.outputs == 0]
+    fitting = attention.fitting_variants(dv, 16)
     assert not errors and [name for name, _ in made] == [x.name for x in fitting], errors
     for name, sch in [("as written", tvm.s_tir.Schedule(mod))] + made:
         lib = tvm.compile(sch.mod, target=detect_host().target(threads))
@@ -271,7 +271,7 @@ def test_a_tuned_attention_at_197_tokens_matches(fused, tmp_path, small_catalog)
         assert len(scores) == 2
     else:
         scores = [t for t in res.tasks if t.policy == "attention"]
-        fitting = [x for x in attention.VARIANTS if (HEAD // detect_host().lanes) % x.outputs == 0]
+        fitting = attention.fitting_variants(HEAD, detect_host().lanes)
         assert len(scores) == 1 and scores[0].trials == len(fitting), [(t.shape, t.trials) for t in scores]
         assert scores[0].made_by in {x.name for x in fitting}
     assert all(t.verified and t.trials for t in scores), [(t.shape, t.verified) for t in scores]

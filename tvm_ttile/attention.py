@@ -18,6 +18,7 @@ tune_network measures each once (like Winograd's) and keeps the fastest.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 #: Block annotation (on the output block) naming the attention's shapes: AttentionShape.key.
 MARK = "tvm_ttile.attention"
@@ -47,18 +48,16 @@ class AttentionShape:
 
     @classmethod
     def from_key(cls, key: str) -> "AttentionShape":
-        fields = dict((f[:2], f[2:]) if f.startswith(("DV", "kt")) else (f[:4], f[4:]) if f.startswith(("lead", "mask"))
-                      else (f[:5], f[5:]) if f.startswith("scale") else (f[0], f[1:]) for f in key.split()[1:])
-        mask = None if fields.get("mask", "-") == "-" else tuple(int(x) for x in fields["mask"].split("x"))
-        return cls(tuple(int(x) for x in fields["lead"].split("x")), int(fields["M"]), int(fields["N"]),
-                   int(fields["D"]), int(fields["DV"]), float(fields["scale"]), bool(int(fields["kt"])), mask)
+        prefixes = ("lead", "mask", "scale", "DV", "kt", "M", "N", "D")  # (each before any prefix of it)
+        fields = {p: f[len(p):] for f in key.split()[1:] for p in [next(p for p in prefixes if f.startswith(p))]}
+        dims = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
+        mask = None if fields["mask"] == "-" else dims(fields["mask"])
+        return cls(dims(fields["lead"]), int(fields["M"]), int(fields["N"]), int(fields["D"]), int(fields["DV"]),
+                   float(fields["scale"]), bool(int(fields["kt"])), mask)
 
     @property
     def heads(self) -> int:
-        n = 1
-        for x in self.lead:
-            n *= x
-        return n
+        return math.prod(self.lead)
 
     @property
     def flops(self) -> float:
@@ -84,6 +83,11 @@ class Variant:
 #: The variants measured (those whose outputs divide the values' vectors): register blocks of rows x outputs
 #: accumulators, at most 24 of the 32 vector registers.
 VARIANTS = (Variant(4, 4), Variant(4, 2), Variant(8, 2), Variant(2, 4), Variant(8, 1), Variant(4, 3), Variant(8, 3))
+
+
+def fitting_variants(values: int, lanes: int) -> list:
+    """The VARIANTS whose output vectors divide the values' (`values` elements a row, whole vectors of `lanes`)."""
+    return [x for x in VARIANTS if ROW_ALIGN % x.rows == 0 and (values // lanes) % x.outputs == 0]
 
 
 def fits(keys: int, values: int, lanes: int) -> bool:
@@ -200,15 +204,13 @@ def schedule(mod, variant: Variant, lanes: int, threads: int = 1):
 
 
 def schedules(mod, lanes: int, threads: int = 1, errors: list | None = None) -> list:
-    """[(variant name, Schedule)] of every variant that fits the function (rows dividing ROW_ALIGN, output vectors
-    dividing DV's) and lowers; why another did not goes to `errors` (one line each)."""
+    """[(variant name, Schedule)] of every fitting variant of the function that lowers; why another did not goes to
+    `errors` (one line each)."""
     shape = shape_of(mod["main"])
     out = []
     if shape is None or not fits(shape.N, shape.DV, lanes):
         return out
-    for variant in VARIANTS:
-        if ROW_ALIGN % variant.rows or (shape.DV // lanes) % variant.outputs:
-            continue
+    for variant in fitting_variants(shape.DV, lanes):
         try:
             out.append((variant.name, schedule(mod, variant, lanes, threads)))
         except Exception as e:  # noqa: BLE001 - a variant this function's form does not admit: the others remain

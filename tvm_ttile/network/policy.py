@@ -79,9 +79,14 @@ class TTilePolicy(TaskPolicy):
         return None if layer is None else (layer, 0)
 
 
-def _each_once(space, made: list, task, run) -> Plan:
-    """A Plan measuring once each finished schedule of `space` (named in `made`); those the database has no record
-    of (new, or failed before) are measured on a resume, whatever an earlier run asked."""
+def _each_once(space, schedules, what: str, task, run) -> Plan:
+    """A Plan measuring once each finished schedule of `space`, `schedules(errors)` ([(name, schedule)], why the
+    others failed in `errors`); those the database has no record of (new, or failed before) are measured on a
+    resume, whatever an earlier run asked. When none lowers the task is told why (`what`: which schedules)."""
+    errors = []
+    made = [n for n, _ in schedules(errors)]
+    if not made:  # reported with the task (no record), with why
+        task.reason = f"no {what} schedule of this function lowers: " + "; ".join(errors[:2])
     measured = set(record_variants(run.database, task.mod))
     return Plan(space, DesignSpacesOnce(), ms.cost_model.RandomModel(), len(made), sum(n in measured for n in made),
                 max(len(made), 1), remembers_budget=False)
@@ -98,11 +103,8 @@ class WinogradPolicy(TaskPolicy):
         return conv.layer, conv.m
 
     def plan(self, task, run, task_dir):
-        errors = []
-        made = [n for n, _ in wg.schedules(task.mod, run.cpu.lanes, run.cpu.vector_registers, run.threads, errors)]
-        if not made:  # reported with the task (no record), with why
-            task.reason = "no Winograd schedule of this function lowers: " + "; ".join(errors[:2])
-        return _each_once(WinogradSpace(), made, task, run)
+        return _each_once(WinogradSpace(), lambda errors: wg.schedules(
+            task.mod, run.cpu.lanes, run.cpu.vector_registers, run.threads, errors), "Winograd", task, run)
 
 
 class AttentionPolicy(TaskPolicy):
@@ -113,11 +115,8 @@ class AttentionPolicy(TaskPolicy):
         return variant_of(scheduled_mod["main"]) or self.kind
 
     def plan(self, task, run, task_dir):
-        errors = []
-        made = [n for n, _ in attention.schedules(task.mod, run.cpu.lanes, run.threads, errors)]
-        if not made:  # reported with the task (no record), with why
-            task.reason = "no fused attention schedule of this function lowers: " + "; ".join(errors[:2])
-        return _each_once(AttentionSpace(), made, task, run)
+        return _each_once(AttentionSpace(), lambda errors: attention.schedules(
+            task.mod, run.cpu.lanes, run.threads, errors), "fused attention", task, run)
 
 
 class MetaSchedulePolicy(TaskPolicy):
