@@ -22,6 +22,9 @@ os.environ["TVM_TTILE_EVOLUTIONARY_POPULATION"] = "32"
 os.environ["TVM_TTILE_WINOGRAD"] = "off"
 # Whole networks are timed in a fresh process per system and round (isolated.py): one round in tests.
 os.environ["TVM_TTILE_LATENCY_ROUNDS"] = "1"
+# Networks neither read nor add to the per-CPU record library unless a test asks (test_records.py does): each
+# test tunes what it asserts on.
+os.environ["TVM_TTILE_RECORDS"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Whole networks through Relax: model zoo and import, task extraction, tvm_ttile's own network tuning and
 its policy inside MetaSchedule's tune_relax, each build checked against the untuned build."""
 import json
+import time
 import os
 
 import numpy as np
@@ -346,8 +347,20 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     args = ["tune-model", "micro_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
             "--sampler-option", "min_reuse=4", "--confirm-top", "5", "--in-network-top", "5", "--libraries", "onnxruntime",
             "--json"]
+    started = time.perf_counter()
     assert cli.main(args) == 0
+    called = time.perf_counter() - started
     report = json.loads(capsys.readouterr().out)
+    # Where the run's wall time went: the phases add up to the run's wall time within 5%, in the report, its
+    # markdown and the work dir's journal of runs.
+    phases = report["phases"]
+    assert phases["wall_seconds"] >= 0.95 * called
+    assert sum(phases["phases"].values()) >= 0.95 * phases["wall_seconds"]
+    assert {"import", "extraction", "tuning tvm_ttile", "confirm-top", "verification", "final build",
+            "in-network picks", "reference build", "library timings"} <= set(phases["phases"])
+    assert "Where this run's wall time went" in (work / "report.md").read_text()
+    with open(work / "phases.jsonl") as f:
+        assert [json.loads(line)["run"] for line in f] == ["tune_model"]
     # the network's defaults (weights-first, reduction-innermost, row bands) stay unless the command line overrides them
     assert report["sampler_options"] == {"min_reuse": 4, "parallel_dims": "rows", "reduction_inner": 0.5,
                                          "weights_first": 0.5}

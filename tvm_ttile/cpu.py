@@ -16,6 +16,7 @@ from pathlib import Path
 from . import limits
 from .cache import cache_key, cache_root, measuring, read_json, write_json
 from .errors import UnsupportedISAError
+from .phases import phase
 from .timing import evaluator
 
 
@@ -462,7 +463,7 @@ def peak(cpu: CPUModel, rebuild: bool = False, threads: int = 1, remeasure: bool
     cached = None if rebuild else _cached_peak(path)
     if cached and not remeasure:
         return cached
-    with measuring(path, f"the {threads}-thread {precision} peak"):
+    with measuring(path, f"the {threads}-thread {precision} peak"), phase("peaks"):
         cached = None if rebuild else _cached_peak(path)  # measured by another process while this one waited
         if cached and not remeasure:
             return cached

@@ -15,6 +15,12 @@ class Progress:
     def update(self, n: int = 1) -> None:
         self._bar.update(n)
 
+    def add(self, n: int) -> None:
+        """`n` more steps to go (a network's next round of measurement)."""
+        if n:
+            self._bar.total += n
+            self._bar.refresh()
+
     def describe(self, label: str) -> None:
         """Say where the run is now, e.g. which task it tunes."""
         self._bar.set_description(label, refresh=True)
@@ -27,6 +33,9 @@ class Silent:
     """A Progress that shows nothing."""
 
     def update(self, n: int = 1) -> None:
+        pass
+
+    def add(self, n: int) -> None:
         pass
 
     def describe(self, label: str) -> None:

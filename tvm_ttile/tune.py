@@ -33,6 +33,7 @@ from .measure import MeasureSettings, default_builder, default_runner
 from .metaschedule import (TTileSearch, TTileSpaceGenerator, cpu_tensor_intrinsics_only, open_database,
                            prepare_logging, records_of, schedule_of)
 from .operators import run_against_reference
+from .phases import phase
 from .progress import Progress
 from .precision import tag_for
 from .scheme import Scheme
@@ -233,8 +234,9 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
                     num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-        if confirm_top(database, mod, target, settings, builder, runner, progress=progress):
-            database = reopen(database)
+        with phase("confirm-top"):
+            if confirm_top(database, mod, target, settings, builder, runner, progress=progress):
+                database = reopen(database)
     return add_tuning_seconds(work_dir, time.time() - start), database
 
 

@@ -41,6 +41,8 @@ class WorkDir:
     # Per task whose fastest record failed its check: the fastest verified one, or the function as written
     VERIFIED = "verified"
     AUTOMCL_PARTIAL = "automcl_partial.json"  # per compute: its measured configurations, as each compute finishes
+    PHASES = "phases.jsonl"  # per run: its wall time by phase (phases.py)
+    RANKED = "ranked"  # a zero-trial network's picks (network.tune.keep_ranked), read after the tuning records
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -62,6 +64,8 @@ class WorkDir:
     in_network_log = property(lambda self: self.file(self.IN_NETWORK_LOG))
     verified = property(lambda self: self.file(self.VERIFIED))
     automcl_partial = property(lambda self: self.file(self.AUTOMCL_PARTIAL))
+    phases = property(lambda self: self.file(self.PHASES))
+    ranked = property(lambda self: self.file(self.RANKED))
 
     def task(self, index: int, name: str) -> str:
         """The work dir of a network's task, by its place and name in the network."""

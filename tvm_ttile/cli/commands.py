@@ -323,6 +323,7 @@ def cmd_tune_model(args) -> int:
     compare = Comparisons(metaschedule_trials=args.metaschedule_trials,
                           libraries=tuple(v for v in args.libraries.split(",") if v), fp32_model=args.fp32_model)
     search = NetworkSearch(trials_per_task=args.trials_per_task, other_trials=args.other_trials, dense=args.dense,
+                           budget=args.budget, memory_bound=args.memory_bound == "on", library=False if args.fresh else None,
                            strategy=strategy_name(args.strategy), winograd=args.winograd == "on",
                            sampler_options=parse_options(args.sampler_option),
                            strategy_options=parse_options(args.strategy_option, "--strategy-option"),

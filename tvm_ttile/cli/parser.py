@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..baselines.engines import ENGINES
+from ..network.budget import BUDGETS
 from ..network.search import LIBRARIES
 from ..winograd import DEFAULT as WINOGRAD_DEFAULT
 from .arguments import (PREPACK_HELP, add_cpu_args, add_precision_arg, add_strategy_option, dir_arg, host_port,
@@ -91,10 +92,19 @@ def _add_tune_model(sub, output, tuning) -> None:
                        parents=[output, tuning])
     p.add_argument("model", help=", ".join(MODELS) + ", or a path to an .onnx file")
     p.add_argument("--input-shape", help="NCHW input shape when the model's is dynamic, e.g. 1,3,224,224")
-    p.add_argument("--trials-per-task", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
-    p.add_argument("--other-trials", type=int, default=16,
-                   help="MetaSchedule trials per other task (pooling, layout, ...), beside tvm_ttile's few "
-                        "memory-bound schedules; 0: default build")
+    p.add_argument("--trials-per-task", type=non_negative, default=50,
+                   help="the most tvm_ttile trials a conv2d/matmul task measures (0: a zero-trial network, each "
+                        "task's top-ranked scheme verified and built, nothing timed)")
+    p.add_argument("--budget", choices=list(BUDGETS), default="share",
+                   help="; ".join(f"{b.kind}: {b.doc}" for b in BUDGETS.values()))
+    p.add_argument("--other-trials", type=non_negative, default=0,
+                   help="MetaSchedule's evolutionary search per other task (pooling, layout, ...), beside "
+                        "tvm_ttile's memory-bound schedules (default 0: those schedules alone)")
+    p.add_argument("--memory-bound", choices=["on", "off"], default="on",
+                   help="measure tvm_ttile's memory-bound schedules of the other tasks (off: the default build)")
+    p.add_argument("--fresh", action="store_true",
+                   help="ignore the record library (records of tasks tuned in earlier runs on this CPU) and add "
+                        "nothing to it")
     p.add_argument("--seed", type=non_negative, default=0)
     p.add_argument("--work-dir", type=dir_arg, help="database and report directory (default tune_<model>; resumes)")
     p.add_argument("--metaschedule-trials", type=trials_or_same, default=0,

@@ -17,6 +17,7 @@ from .. import cpu as cpu_mod
 from .. import limits
 from ..cache import measuring, read_json, write_json
 from ..errors import TTileError
+from ..phases import phase
 from ..precision import get as get_precision, tag_for
 from .spec import FAMILIES, Microkernel
 
@@ -159,7 +160,7 @@ def build_catalog(cpu, op: str, threshold: float = DEFAULT_THRESHOLD, rebuild: b
     cands = [dataclasses.replace(mk, dot=tag) for mk in cands] if tag else cands
     cat = _cached(path, op, cpu, cands, threshold, rebuild, precision)[2]
     if cat is None:
-        with measuring(path, f"the {op} microkernel catalog"):  # one process at a time
+        with measuring(path, f"the {op} microkernel catalog"), phase("catalogs"):  # one process at a time
             cat = _measure(cpu, op, threshold, rebuild, cands, settings, path, chunk, red, precision)
         _report_entries(op, cat.entries, cat.peak_gflops)
     return cat.only({mk.text for mk in cands})

@@ -108,6 +108,9 @@ def build_executable(mod, records=None, context=None, *, cpu=None, threads: int 
         verified = verified_database(work_dir)  # before all: what replaces a record that failed its check
         if verified is not None:
             database = ms.database.OrderedUnionDatabase(verified, database)
+        ranked = existing_database(WorkDir(work_dir).ranked)  # last: a zero-trial pick, where nothing was tuned
+        if ranked is not None:
+            database = ms.database.OrderedUnionDatabase(database, ranked)
 
     @tvm.transform.module_pass(opt_level=3)
     def pipeline(m, _ctx):

@@ -22,12 +22,14 @@ import numpy as np
 from .. import cpu as cpu_mod
 from ..context import Context, resolve
 from ..errors import TTileError
+from ..phases import phase, recording
 from ..precision import get as get_precision
 from ..isolated import IsolatedTimer, Saved
 from ..measure import MeasureSettings
 from ..relax import extract_tasks, prepare, quantized
 from ..relax.bf16 import Bf16Report
 from ..baselines.engines import reduced_float_precision
+from ..workdir import WorkDir, append_journal
 from ..winograd import apply as winograd_apply, saved_choices as winograd_choices
 from .build import build_executable, build_network, run, vm_of
 from .defaults import CACHE_STATES, network_sampler_options
@@ -36,7 +38,7 @@ from .policy import create as create_policy
 from .profile import profile, spread
 from .report import REPEATS, ROUNDS, TOLERANCE, check_report, format_report, in_network_summary
 from .search import Comparisons, NetworkSearch, refuse_unknown, take
-from .tune import tune_network
+from .tune import tune_network, uses_library
 
 __all__ = ["REPEATS", "ROUNDS", "TOLERANCE", "check_report", "format_report", "latency_rounds", "tune_model"]
 
@@ -72,78 +74,93 @@ def tune_model(source, context: Context | None = None, *, search: NetworkSearch 
         raise TTileError(f"cache_flush={cache_flush!r}: one of {', '.join(map(repr, CACHE_STATES))}")
     # TVM's thread pool, ONNX Runtime and torch all get `threads` (Context.make sizes TVM's)
     settings = CACHE_STATES[cache_flush].with_confirm_top(confirm_top)
-    ctx = resolve(context, {}, settings=settings, **loose)
-    ctx.check_runs_here()
-    seed = ctx.seed
-    net = load_model(source, input_shape, seed=seed)
-    # a bf16 build is held against the fp32 model itself
-    fp32_source = compare.fp32_model or (source if ctx.precision == "bf16" else None)
-    fp32_net = load_model(fp32_source, tuple(net.input_shape), seed=seed) if fp32_source else None
-    ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
-    integer, bf16 = quantized.IntegerReport(), Bf16Report()
-    mod = prepare(net.mod, ctx.cpu, quantized_report=integer, precision=ctx.precision, bf16_report=bf16)
-    check_precision(ctx.precision, integer, net.name)
-    ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 tasks: the CPU's int8 instruction (or one line)
-    for layer, why in integer.kept_fp32 + bf16.kept_fp32:
-        print(f"warning: {layer} stays fp32: {why}", file=sys.stderr)
-    floats = quantized.float_nodes(net.onnx_model) if integer.integer else []
-    if floats:
-        print(f"warning: {len(floats)} nodes of the quantized model compute in fp32 on dequantized values: "
-              f"{', '.join(floats)}", file=sys.stderr)
-    start = time.time()
-    tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
-    wall = time.time() - start
-    x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
-    executables, picked = build_with_picks(mod, ctx, x, search.in_network_top, progress)
-    vm = vm_of(executables["tvm_ttile"])
-    outputs = {"tvm_ttile": run(vm, x), "untuned": run(build_network(mod, None, ctx), x)}
-    notes = run_notes(tuned, ctx, cache_flush, picked, search.in_network_top, search.dense)
-    metaschedule_trials = compare.metaschedule_trials
-    if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
-        metaschedule_trials = sum(t.trials for t in tuned.tasks)
-    ms_info = None
-    if metaschedule_trials:
-        ms_info = metaschedule_network(net, ctx, metaschedule_trials, executables, outputs, x)
-    inside = profile(vm, x)  # where the tuned network's time goes, call by call
-    alone = alone_times(executables["tvm_ttile"], vm, x)  # the same functions alone, hot and cold
-    latencies, versions, rounds = time_systems(net, ctx, x, executables, compare.libraries, outputs, notes)
-    report = {
-        "model": net.name, "input_shape": list(net.input_shape), "threads": ctx.threads,
-        "peak_gflops": tuned.peak_gflops, "machine": ctx.cpu.describe(), "work_dir": ctx.work_dir,
-        "trials_per_task": search.trials_per_task,
-        "sampler_options": network_sampler_options(search.sampler_options),
-        "strategy": search.strategy, "strategy_options": dict(search.strategy_options),
-        "other_trials": search.other_trials, "dense": search.dense, "seed": seed, "confirm_top": ctx.settings.confirm_top, "cache_flush": cache_flush,
-        "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks), "wall_seconds": wall,
-        "tasks": [vars(t) for t in tuned.tasks], "versions": versions, "metaschedule": ms_info, "notes": notes,
-        "date": time.strftime("%Y-%m-%d %H:%M"), "in_network": in_network_summary(tuned.tasks, inside, alone),
-        "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
-        "bandwidth_gbs": cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs"),
-        "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
-        "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32],
-                 "float_nodes": floats},
-        "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
-    step = quantized.output_step(net.onnx_model) if integer.integer else None
-    # bf16: the libraries compute in other precisions; dynamic int8 (no output step): an activation quantized per
-    # inference rounds one step apart where the fp32 values before it differ in their last bits (a softmax, a
-    # LayerNorm computed otherwise), so the libraries are reported beside it, and their spread is the tolerance
-    dynamic = bool(integer.integer) and not step
-    # an engine whose float layers compute in bf16 (OpenVINO's default here) is reported beside an fp32 build
-    reduced = {name for name, version in versions.items() if reduced_float_precision(version)}
-    report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16" or dynamic,
-                           tolerance=get_precision(ctx.precision).network_tolerance, spread=dynamic, beside=reduced))
-    if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
-        report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
-                                    for other, out in outputs.items() if other != "tvm_ttile"}
-    report.update(rates(latencies, tuned))
-    if fp32_net is not None:
-        report["against_fp32"] = {"model": fp32_source,
-                                  **fp32_agreement(fp32_net, net, ctx, vm, x, compare.libraries)}
-    with open(ctx.dirs.report_json, "w") as f:
-        json.dump(report, f, indent=1)
-    with open(ctx.dirs.report_md, "w") as f:
-        f.write(format_report(report))
-    return report
+    with recording() as clock:
+        with phase("import"):
+            ctx = resolve(context, {}, settings=settings, **loose)
+            ctx.check_runs_here()
+        seed = ctx.seed
+        with phase("import"):
+            net = load_model(source, input_shape, seed=seed)
+            # a bf16 build is held against the fp32 model itself
+            fp32_source = compare.fp32_model or (source if ctx.precision == "bf16" else None)
+            fp32_net = load_model(fp32_source, tuple(net.input_shape), seed=seed) if fp32_source else None
+            ctx = ctx.replace(work_dir=work_dir or ctx.work_dir or f"tune_{net.name}")
+            integer, bf16 = quantized.IntegerReport(), Bf16Report()
+            mod = prepare(net.mod, ctx.cpu, quantized_report=integer, precision=ctx.precision, bf16_report=bf16)
+        check_precision(ctx.precision, integer, net.name)
+        ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 tasks: the CPU's int8 instruction (or one line)
+        for layer, why in integer.kept_fp32 + bf16.kept_fp32:
+            print(f"warning: {layer} stays fp32: {why}", file=sys.stderr)
+        floats = quantized.float_nodes(net.onnx_model) if integer.integer else []
+        if floats:
+            print(f"warning: {len(floats)} nodes of the quantized model compute in fp32 on dequantized values: "
+                  f"{', '.join(floats)}", file=sys.stderr)
+        start = time.time()
+        tuned = tune_network(mod, ctx, search=search, progress=progress, verbose=verbose)
+        wall = time.time() - start
+        x = np.random.default_rng(seed).standard_normal(net.input_shape).astype(np.float32)
+        executables, picked = build_with_picks(mod, ctx, x, search.in_network_top, progress)
+        vm = vm_of(executables["tvm_ttile"])
+        with phase("reference build"):
+            outputs = {"tvm_ttile": run(vm, x), "untuned": run(build_network(mod, None, ctx), x)}
+        notes = run_notes(tuned, ctx, cache_flush, picked, search.in_network_top, search.dense)
+        metaschedule_trials = compare.metaschedule_trials
+        if metaschedule_trials == "same":  # the trials tvm_ttile's run measured, all tasks together
+            metaschedule_trials = sum(t.trials for t in tuned.tasks)
+        ms_info = None
+        if metaschedule_trials:
+            with phase("metaschedule network"):
+                ms_info = metaschedule_network(net, ctx, metaschedule_trials, executables, outputs, x)
+        with phase("profile"):
+            inside = profile(vm, x)  # where the tuned network's time goes, call by call
+            alone = alone_times(executables["tvm_ttile"], vm, x)  # the same functions alone, hot and cold
+        with phase("library timings"):
+            latencies, versions, rounds = time_systems(net, ctx, x, executables, compare.libraries, outputs, notes)
+        with phase("peaks"):
+            bandwidth = cpu_mod.run_peak(ctx.cpu, threads=ctx.threads).get("bandwidth_gbs")
+        report = {
+            "model": net.name, "input_shape": list(net.input_shape), "threads": ctx.threads,
+            "peak_gflops": tuned.peak_gflops, "machine": ctx.cpu.describe(), "work_dir": ctx.work_dir,
+            "trials_per_task": search.trials_per_task, "budget": search.budget, "budget_rounds": tuned.rounds,
+        "from_library": sum(t.from_library for t in tuned.tasks), "library": uses_library(search),
+        "memory_bound": search.memory_bound,
+            "sampler_options": network_sampler_options(search.sampler_options),
+            "strategy": search.strategy, "strategy_options": dict(search.strategy_options),
+            "other_trials": search.other_trials, "dense": search.dense, "seed": seed, "confirm_top": ctx.settings.confirm_top, "cache_flush": cache_flush,
+            "tuning_seconds": sum(t.tuning_seconds for t in tuned.tasks), "wall_seconds": wall,
+            "tasks": [vars(t) for t in tuned.tasks], "versions": versions, "metaschedule": ms_info, "notes": notes,
+            "date": time.strftime("%Y-%m-%d %H:%M"), "in_network": in_network_summary(tuned.tasks, inside, alone),
+            "latency_rounds": rounds, "in_network_top": search.in_network_top, "in_network_picks": picked,
+            "bandwidth_gbs": bandwidth,
+            "winograd": winograd_choices(ctx.work_dir), "precision": ctx.precision,
+            "int8": {"integer": integer.integer, "kept_fp32": [list(k) for k in integer.kept_fp32],
+                     "float_nodes": floats},
+            "bf16": {"bf16": bf16.bf16, "kept_fp32": [list(k) for k in bf16.kept_fp32]}}
+        step = quantized.output_step(net.onnx_model) if integer.integer else None
+        # bf16: the libraries compute in other precisions; dynamic int8 (no output step): an activation quantized per
+        # inference rounds one step apart where the fp32 values before it differ in their last bits (a softmax, a
+        # LayerNorm computed otherwise), so the libraries are reported beside it, and their spread is the tolerance
+        dynamic = bool(integer.integer) and not step
+        # an engine whose float layers compute in bf16 (OpenVINO's default here) is reported beside an fp32 build
+        reduced = {name for name, version in versions.items() if reduced_float_precision(version)}
+        report.update(accuracy(outputs, tuned, step, own_build_only=ctx.precision == "bf16" or dynamic,
+                               tolerance=get_precision(ctx.precision).network_tolerance, spread=dynamic, beside=reduced))
+        if step:  # a QDQ model: tvm_ttile's output against the others' in units of the output's quantization step
+            report["int8_agreement"] = {other: quantized.agreement(outputs["tvm_ttile"], out, step)
+                                        for other, out in outputs.items() if other != "tvm_ttile"}
+        report.update(rates(latencies, tuned))
+        if fp32_net is not None:
+            with phase("fp32 agreement"):
+                report["against_fp32"] = {"model": fp32_source,
+                                          **fp32_agreement(fp32_net, net, ctx, vm, x, compare.libraries)}
+        with phase("report"):
+            report["phases"] = clock.to_json()
+            with open(ctx.dirs.report_json, "w") as f:
+                json.dump(report, f, indent=1)
+            with open(ctx.dirs.report_md, "w") as f:
+                f.write(format_report(report))
+        append_journal(WorkDir(ctx.work_dir).phases, {"run": "tune_model", **report["phases"]})
+        return report
 
 
 def build_with_picks(mod, ctx: Context, x, in_network_top: int, progress) -> tuple:
@@ -153,17 +170,20 @@ def build_with_picks(mod, ctx: Context, x, in_network_top: int, progress) -> tup
     from ..progress import Progress
 
     forget_picks(ctx.work_dir)  # made again below, among the records as they are now
-    executables = {"tvm_ttile": build_executable(mod, ctx.work_dir, ctx)}
+    with phase("final build"):
+        executables = {"tvm_ttile": build_executable(mod, ctx.work_dir, ctx)}
     picked = {}
     if in_network_top >= 2:
         tasks = extract_tasks(winograd_apply(mod, ctx.work_dir)[0], ctx)  # the built functions
         bar = Progress(len(tasks), "timing candidates in the network") if progress else None
-        picked = pick_in_network(vm_of(executables["tvm_ttile"]), tasks, open_database(ctx.work_dir), ctx.target,
-                                 x, ctx.work_dir, in_network_top, IN_NETWORK_ROUNDS, progress=bar)
+        with phase("in-network picks"):
+            picked = pick_in_network(vm_of(executables["tvm_ttile"]), tasks, open_database(ctx.work_dir),
+                                     ctx.target, x, ctx.work_dir, in_network_top, IN_NETWORK_ROUNDS, progress=bar)
         if bar:
             bar.close()
         if picked:
-            executables["tvm_ttile"] = build_executable(mod, ctx.work_dir, ctx)
+            with phase("final build"):
+                executables["tvm_ttile"] = build_executable(mod, ctx.work_dir, ctx)
     return executables, picked
 
 
@@ -172,7 +192,8 @@ def run_notes(tuned, ctx: Context, cache_flush: str, picked: dict, in_network_to
     import tvm
 
     notes = []
-    untuned = [t.name for t in tuned.tasks if create_policy(t.policy).structured and not t.trials and t.built]
+    untuned = [t.name for t in tuned.tasks if create_policy(t.policy).structured and not t.trials and t.built
+               and not t.ranked]
     if untuned:  # some tasks failed (every one failing is an error in tune_network): say so at the top
         notes.append(f"warning: {len(untuned)} conv2d/matmul task(s) have no successful measurement and run untuned: "
                      f"{', '.join(untuned)}")
@@ -204,6 +225,15 @@ def run_notes(tuned, ctx: Context, cache_flush: str, picked: dict, in_network_to
         notes.append(f"{len(rewritten)} task(s) computed with Winograd (fewer multiplications than the direct "
                      "convolutions' GFLOP counted here: a % of peak above 100 is possible); the tasks they replace "
                      "are listed as not built")
+    if not tuned.tasks or not any(t.trials for t in tuned.tasks):
+        ranked = sum(t.ranked for t in tuned.tasks)
+        notes.append(f"zero trials: {ranked} conv2d/matmul task(s) built with the ranker's top scheme, each verified "
+                     "against its untuned function and never timed; no Winograd (no measurement to choose by), the "
+                     "other tasks as written")
+    library = [t.name for t in tuned.tasks if t.from_library]
+    if library:
+        notes.append(f"{len(library)} task(s) took their records from the record library (tuned in an earlier run "
+                     f"on this CPU, target, threads and precision), not measured here: {', '.join(library)}")
     if dense == "automcl":
         notes.append("dense layers tuned by AutoMCL (its computes pack inside the kernel, every call); their "
                      "epilogues are separate elementwise tasks")
@@ -322,7 +352,7 @@ def accuracy(outputs: dict, tuned, step: float | None = None, own_build_only: bo
         # deep network (MobileNet-v2: in either depthwise form). Held to that share within one step.
         share = quantized.agreement(outputs["tvm_ttile"], outputs[INT8_REFERENCE], step)["within_one_step"]
         agrees[reference] = share >= quantized.WITHIN_ONE_STEP
-    correct = all(agrees.values()) and all(t.verified for t in tuned.tasks if t.trials) and not constant
+    correct = all(agrees.values()) and all(t.verified for t in tuned.tasks if t.trials or t.ranked) and not constant
     return {"tolerance": tolerance, "output_scale": scale, "max_abs_error": checks, "correct": correct,
             "allowed_error": allowed, "held_to": "all" if held == list(checks) else " and ".join(held),
             "constant_output": constant}

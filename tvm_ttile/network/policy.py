@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from .. import attention
@@ -38,7 +39,13 @@ class TaskPolicy:
     structured = True  # tvm_ttile's own forms (its share of a network's FLOPs): a run where all fail is refused
     rewritten = False  # a layer rewritten into another form (Winograd): its FLOPs are not the network's
     picks_in_network = False  # its top candidates may be timed inside the running network (in_network.py)
+    budgeted = False  # its trials follow the network's budget (budget.py): more where the network's time is
     missing = "no record: built with the default schedule"  # what a task without a record is told
+
+    def unmeasured(self, task, run, task_dir: str):
+        """A zero-trial network's pick, measuring nothing: (Schedule, what chose it), or None (the default
+        build)."""
+        return None
 
     def made_by(self, scheduled_mod) -> str:
         """Who made a record of this task."""
@@ -57,6 +64,35 @@ class TTilePolicy(TaskPolicy):
     """conv2d / matmul with their epilogues: tvm_ttile's structured space, searched by the network strategy."""
     kind = "tvm_ttile"
     picks_in_network = True
+    budgeted = True
+    RANKED_DEPTH = 20  # top-ranked schemes tried, in order, until one lowers
+
+    def unmeasured(self, task, run, task_dir):
+        from ..costmodel import CostContext
+        from ..lowering import lower
+        from ..samplers import make_sampler
+        from ..space import Space
+        from ..strategies import make_strategy
+
+        problem, _ = ttile_problem(task.mod, run.target)
+        catalog = catalog_for(run.cpu, problem)
+        space = Space(problem, catalog.kept, catalog.ranked(), threads=run.threads)
+        # the model strategy's ranking whatever the network's strategy: the only order that needs no measurement
+        ranking = make_strategy("model", **network_strategy_options(run.search.strategy_options
+                                                                   if run.search.strategy == "model" else {}))
+        ranking.plan(space, make_sampler("ttile", run.seed, **network_sampler_options(run.search.sampler_options)),
+                     1, context=CostContext.for_cpu(run.cpu, problem.op, run.threads, catalog=catalog))
+        errors = []
+        for rank, scheme in enumerate(ranking.top(self.RANKED_DEPTH), start=1):
+            sch = tvm.s_tir.Schedule(task.mod)
+            try:
+                lower(problem, scheme, sch, threads=run.threads)
+            except Exception as e:  # noqa: BLE001 - the next one is tried; all failing is reported
+                errors.append(str(e).splitlines()[0] if str(e) else repr(e))
+                continue
+            return sch, f"zero trials: ranked no. {rank} of a pool, {scheme.text}, not timed"
+        task.reason = f"none of the {self.RANKED_DEPTH} top-ranked schemes lowers: " + "; ".join(errors[:2])
+        return None
 
     def plan(self, task, run, task_dir):
         problem, _ = ttile_problem(task.mod, run.target)
@@ -64,14 +100,17 @@ class TTilePolicy(TaskPolicy):
         # Tasks of one operator and size (with other epilogues) share what they learn: a twin first measures
         # the best schemes of those tuned before it, then draws with another seed.
         twins = run.twins_of.setdefault(problem, list(run.earlier.get(problem, [])))
-        first = [t for twin in twins for t in measured_schemes(run.database, twin, TWIN_SCHEMES)]
-        strategy = TTileSearch(seed=run.seed + len(twins), kept=catalog.kept, fallback=catalog.ranked(),
+        place = next((i for i, t in enumerate(twins) if t is task.mod), len(twins))  # (a later round: its own)
+        first = [t for twin in twins[:place] for t in measured_schemes(run.database, twin, TWIN_SCHEMES)]
+        strategy = TTileSearch(seed=run.seed + place, kept=catalog.kept, fallback=catalog.ranked(),
                                threads=run.threads, trial_log=WorkDir(task_dir).trials, first=first,
                                sampler_options=network_sampler_options(run.search.sampler_options),
                                strategy=run.search.strategy, strategy_options=network_strategy_options(run.search.strategy_options))
-        twins.append(task.mod)
-        return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(), run.search.trials_per_task,
-                    len(records_of(run.database, task.mod)), 10)
+        if place == len(twins):
+            twins.append(task.mod)
+        return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(),
+                    run.budgets.get(task_dir, run.search.trials_per_task), len(records_of(run.database, task.mod)),
+                    min(10, max(run.budgets.get(task_dir, 10), 1)))
 
 
     def layer_form(self, task, target):
@@ -118,6 +157,10 @@ class AttentionPolicy(TaskPolicy):
         return _each_once(AttentionSpace(), lambda errors: attention.schedules(
             task.mod, run.cpu.lanes, run.threads, errors), "fused attention", task, run)
 
+    def unmeasured(self, task, run, task_dir):
+        made = attention.schedules(task.mod, run.cpu.lanes, run.threads)
+        return (made[0][1], f"zero trials: the first fitting schedule, {made[0][0]}, not timed") if made else None
+
 
 class MetaSchedulePolicy(TaskPolicy):
     """Every other task: MetaSchedule's own search, beside tvm_ttile's few finished memory-bound schedules."""
@@ -132,7 +175,7 @@ class MetaSchedulePolicy(TaskPolicy):
         budget = run.search.other_trials
         variants = record_variants(run.database, task.mod)
         finished = ([n for n, _ in memory_bound_schedules(task.mod, run.cpu.lanes, run.threads) if n not in variants]
-                    if budget else [])
+                    if run.search.memory_bound else [])
         # (the memory-bound schedules, measured first, are not in MetaSchedule's budget)
         return Plan("post-order-apply", evolutionary_search(), "xgb", budget, sum(v is None for v in variants),
                     min(64, max(budget, 1)), finished=finished)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import TTileError
+from ..phases import format_phases
 from ..relax.quantized import WITHIN_ONE_STEP
 from ..samplers import options_text
 from ..winograd import TILE_SIZES
@@ -47,6 +48,18 @@ def _options_text(r) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def _budget_text(r) -> str:
+    """How many trials the conv2d/matmul tasks measured: "up to 50 trials per conv2d/matmul task (budget share, 3
+    rounds after the first 8)"."""
+    if not r["trials_per_task"]:
+        return "zero trials (the ranker's top scheme per conv2d/matmul task)"
+    if r.get("budget", "fixed") == "fixed":  # (reports written before budgets existed: fixed)
+        return f"{r['trials_per_task']} trials per conv2d/matmul task"
+    return (f"up to {r['trials_per_task']} trials per conv2d/matmul task (budget {r['budget']}: "
+            f"{r.get('budget_rounds', 0)} round(s) after each task's first; {r.get('from_library', 0)} task(s) from "
+            "the record library)")
+
+
 def _tuning_split(r) -> str:
     """Where the tuning time went, by policy: "tvm_ttile 125 s over 16 tasks, metaschedule 32 s over 3"."""
     by = {}
@@ -65,8 +78,8 @@ def format_report(r) -> str:
     lines = [f"# {r['model']}: input {r['input_shape']}, {r['threads']} thread(s), {r['machine']['cpu']} "
              f"({r['machine']['isa']}), peak {r['peak_gflops']:.1f} "
              f"{PEAK_UNITS.get(r.get('precision', 'fp32'), 'GFLOPS')} (measured in this run)", "",
-             f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {r['trials_per_task']} "
-             f"trials per conv2d/matmul task{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
+             f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {_budget_text(r)}"
+             f"{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
              "runs add up).", "",
              "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
@@ -138,6 +151,8 @@ def format_report(r) -> str:
                   + "".join(f"; {layer} stays fp32: {why}" for layer, why in r["bf16"]["kept_fp32"]) + "."]
     if r.get("against_fp32"):
         lines += [""] + fidelity_lines(r["against_fp32"], r["against_fp32"]["model"])
+    if r.get("phases"):  # (reports written before phases were recorded have none)
+        lines += ["", "Where this run's wall time went, by phase:", ""] + format_phases(r["phases"])
     lines += [f"Note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"
 

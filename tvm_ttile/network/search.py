@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from ..baselines.engines import ENGINES
 from ..errors import TTileError
+from .budget import create as create_budget
 from .defaults import NETWORK_STRATEGY
 from .in_network import IN_NETWORK_TOP
 
@@ -19,23 +20,32 @@ def _frozen(options=None) -> MappingProxyType:
 
 @dataclasses.dataclass(frozen=True)
 class NetworkSearch:
-    """How each task of a network is tuned. `trials_per_task`: trials of every conv2d/matmul task; `other_trials`:
-    of every other task (MetaSchedule's policy; 0 leaves them to the default build); `dense`: who tunes dense
+    """How each task of a network is tuned. `trials_per_task`: the most trials a conv2d/matmul task measures (0:
+    none, a zero-trial network: each task's top-ranked scheme, verified); `budget`: how many of those each task
+    measures (budget.BUDGETS: "share", the tasks holding the network's time measure more while it pays; "fixed",
+    every task `trials_per_task`); `other_trials`: MetaSchedule's evolutionary search of every other task, beside
+    tvm_ttile's memory-bound schedules, measured once each (default 0: those schedules alone; `memory_bound`
+    False: not those either, the default build); `library`: take a task's records from the per-CPU record library
+    when it holds them, and add the run's (None: records.DEFAULT); `dense`: who tunes dense
     layers (tune.DENSE_POLICIES, checked by tune_network); `strategy` and `strategy_options`: how conv2d/matmul tasks pick what to measure
     (strategies.STRATEGIES, over defaults.NETWORK_STRATEGY_OPTIONS); `sampler_options`: the ttile sampler's, over
     defaults.NETWORK_SAMPLER_OPTIONS; `winograd`: also time Winograd forms of the 3x3 layers (None:
     winograd.DEFAULT); `in_network_top`: how many of each task's fastest candidates the build times inside the
     running network (0 or 1: tuning's pick)."""
     trials_per_task: int = 50
-    other_trials: int = 16
+    other_trials: int = 0
     dense: str = "tvm_ttile"
     strategy: str = NETWORK_STRATEGY
     strategy_options: MappingProxyType = dataclasses.field(default_factory=_frozen)
     sampler_options: MappingProxyType = dataclasses.field(default_factory=_frozen)
     winograd: bool | None = None
     in_network_top: int = IN_NETWORK_TOP
+    budget: str = "share"
+    library: bool | None = None
+    memory_bound: bool = True
 
     def __post_init__(self):
+        create_budget(self.budget)  # (an unknown name: one line)
         for name in ("trials_per_task", "other_trials", "in_network_top"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

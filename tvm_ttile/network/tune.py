@@ -20,13 +20,17 @@ from ..errors import TTileError
 from ..measure import default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
                             schedule_of, ttile_problem)
+from .. import records
+from ..records import RecordLibrary
 from ..relax import extract_tasks, quantized
+from ..phases import active, phase, recording
 from ..progress import Progress, Silent
 from ..tune import run_tuner
-from ..workdir import WorkDir
+from ..workdir import WorkDir, append_journal
 from .build import verify_against_untuned
 from .defaults import COLD_SETTINGS
 from .in_network import forget_picks, weight_bytes
+from .budget import Standing, create as create_budget
 from .policy import create as create_policy
 from .search import NetworkSearch, refuse_unknown, take
 from .winograd_choice import choose_winograd, winograd_tasks
@@ -55,6 +59,8 @@ class TaskResult:
     # Its function's name in the built network when that differs from `name` (a rewritten network numbers its
     # fused functions anew)
     symbol: str = ""
+    from_library: bool = False  # its records came from the record library (records.py), measured in another run
+    ranked: bool = False  # a zero-trial pick: the ranker's top schedule, verified, never timed
 
 
 @dataclasses.dataclass
@@ -64,6 +70,8 @@ class NetworkTuneResult:
     work_dir: str
     peak_gflops: float
     threads: int
+    phases: dict = dataclasses.field(default_factory=dict)  # where its wall time went (phases.PhaseClock.to_json)
+    rounds: int = 0  # the budget's rounds of measurement after each task's first (budget.py)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -128,6 +136,7 @@ class NetworkRun:
     twins_of: dict = dataclasses.field(default_factory=dict)  # Problem -> the task modules of it tuned so far
     measurer: dict = dataclasses.field(default_factory=dict)  # one builder and runner, made when first needed
     label: str = ""  # where the task being tuned stands in the run, before its bar's label
+    budgets: dict = dataclasses.field(default_factory=dict)  # task dir -> the trials its task measures this round
 
     # (the context's fields, as the policies read them)
     cpu = property(lambda self: self.context.cpu)
@@ -151,10 +160,10 @@ class NetworkRun:
         return tuning
 
 
-def _tune_task(run: NetworkRun, task, task_dir: str) -> TaskResult:
+def _tune_task(run: NetworkRun, task, task_dir: str) -> float:
     """Search one task as its policy plans, up to its budget (a finished run's budget is remembered: a task whose
     space holds fewer candidates than the budget, or whose candidates partly failed, is not searched again on
-    every resume), and report its best."""
+    every resume); returns its tuning seconds (all runs in its directory)."""
     workload = str(structural_hash(task.mod))
     asked = claim_task_dir(task_dir, workload, bool(records_of(run.database, task.mod)))
     plan = create_policy(task.policy).plan(task, run, task_dir)
@@ -164,18 +173,19 @@ def _tune_task(run: NetworkRun, task, task_dir: str) -> TaskResult:
     if todo or plan.finished:  # the in-network picks were made among the records before this run: stale now
         forget_picks(run.work_dir)
     tuning = 0.0
-    if plan.finished:
-        run.builder_and_runner()
-        tuning = run.tune(task, MemoryBoundSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), task_dir,
-                          len(plan.finished), len(plan.finished), f"memory-bound {task.name}", False)
-    if plan.budget:
-        if todo:
+    with phase(f"tuning {task.policy}"):
+        if plan.finished:
             run.builder_and_runner()
-        tuning = run.tune(task, plan.space, plan.strategy, plan.cost_model, task_dir, todo, plan.per_iter,
-                          f"{task.policy} {task.name}", run.progress)
+            tuning = run.tune(task, MemoryBoundSpace(), DesignSpacesOnce(), ms.cost_model.RandomModel(), task_dir,
+                              len(plan.finished), len(plan.finished), f"memory-bound {task.name}", False)
+        if plan.budget:
+            if todo:
+                run.builder_and_runner()
+            tuning = run.tune(task, plan.space, plan.strategy, plan.cost_model, task_dir, todo, plan.per_iter,
+                              f"{task.policy} {task.name}", run.progress)
     with open(WorkDir(task_dir).asked, "w") as f:
         json.dump({"trials": max(asked, plan.budget), "workload": workload}, f)
-    return task_result(task, run.database, run.target, tuning, run.work_dir)
+    return tuning
 
 
 def _dense_by_automcl(mod, run: NetworkRun) -> tuple:
@@ -230,37 +240,145 @@ def tune_network(mod, context: Context | None = None, *, search: NetworkSearch |
     refuse_unknown("tune_network", options)
     if search.dense not in DENSE_TUNERS:
         raise TTileError(f"unknown dense-layer policy {search.dense!r}; choose from {', '.join(DENSE_TUNERS)}")
+    own = active() is None  # (inside tune_model, its clock holds the whole run's phases)
+    with recording() as clock:
+        result = _tune_network(mod, context, search, work_dir, progress, verbose, loose)
+    result.phases = clock.to_json()
+    if own:
+        append_journal(WorkDir(result.work_dir).phases, {"run": "tune_network", **result.phases})
+    return result
+
+
+def _tune_network(mod, context, search, work_dir, progress, verbose, loose) -> NetworkTuneResult:
     ctx = resolve(context, {"settings": COLD_SETTINGS, "work_dir": "tune_network"}, work_dir=work_dir, **loose)
     ctx = quantized.context_for(mod, ctx)  # a QDQ model's int8 kernels: tuned for the CPU's int8 instruction
     ctx.claim()
     shutil.rmtree(WorkDir(ctx.work_dir).verified, ignore_errors=True)  # made again below, task by task
+    shutil.rmtree(WorkDir(ctx.work_dir).ranked, ignore_errors=True)  # (a zero-trial run's picks, made again)
     run = NetworkRun(ctx, open_database(ctx.work_dir), search, progress, verbose)
     start = time.time()
-    mod, results = DENSE_TUNERS[search.dense](mod, run)
-    tasks = extract_tasks(mod, ctx)
-    if search.winograd if search.winograd is not None else wg.DEFAULT == "on":
-        tasks += winograd_tasks(mod, ctx)
-    tasks = [as_recorded(run.database, t) for t in tasks]
-    run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
+    with phase("tuning automcl"):
+        mod, results = DENSE_TUNERS[search.dense](mod, run)
+    with phase("extraction"):
+        tasks = extract_tasks(mod, ctx)
+        # (a zero-trial network has no measurement to choose a layer's form by: direct convolutions)
+        if search.trials_per_task and (search.winograd if search.winograd is not None else wg.DEFAULT == "on"):
+            tasks += winograd_tasks(mod, ctx)
+        tasks = [as_recorded(run.database, t) for t in tasks]
+        run.earlier = earlier_forms(run.database, [t.mod for t in tasks], ctx.target)
+    dirs = [ctx.dirs.task(i, task.name) for i, task in enumerate(tasks)]
+    library = RecordLibrary.of(ctx) if uses_library(search) else None
+    if not search.trials_per_task:  # a zero-trial network: each task's top-ranked schedule, verified
+        results += [_ranked_task(run, task, task_dir) for task, task_dir in zip(tasks, dirs)]
+        return _finish(run, mod, tasks, results, start)
+    lent = _from_library(run, library, tasks, dirs)
+    searched = {d: 0.0 for d in dirs}
+    budget = create_budget(search.budget)
+    run.budgets = {d: budget.first(search.trials_per_task) for d in dirs}
+    gains, rounds = {}, [[i for i, d in enumerate(dirs) if d not in lent]]
     # Where the whole run is: task i of n, and the time the tasks left should take at the pace so far.
-    overall = Progress(len(tasks), "network", unit="task") if progress else Silent()
-    for i, task in enumerate(tasks):
-        overall.describe(f"network, task {i + 1} of {len(tasks)}")
-        run.label = f"[{i + 1}/{len(tasks)}] "
-        results.append(_tune_task(run, task, ctx.dirs.task(i, task.name)))
-        overall.update()
+    overall = Progress(len(rounds[0]), "network", unit="task") if progress else Silent()
+    while rounds[-1]:
+        for n, i in enumerate(rounds[-1]):
+            overall.describe(f"network, round {len(rounds)}, task {n + 1} of {len(rounds[-1])}")
+            run.label = f"[{i + 1}/{len(tasks)}] "
+            before = best_seconds(run.database, tasks[i].mod)
+            searched[dirs[i]] = _tune_task(run, tasks[i], dirs[i])
+            after = best_seconds(run.database, tasks[i].mod)
+            if len(rounds) > 1:
+                gains[dirs[i]] = before / after - 1 if before and after else 0.0
+            overall.update()
+        standings = [Standing(dirs[i], run.budgets[dirs[i]], (best_seconds(run.database, t.mod) or 0) * t.weight,
+                              gains.get(dirs[i])) for i, t in enumerate(tasks)
+                     if create_policy(t.policy).budgeted and dirs[i] not in lent]
+        more = budget.more(standings, search.trials_per_task)
+        run.budgets.update(more)
+        rounds.append([i for i, d in enumerate(dirs) if d in more])
+        overall.add(len(rounds[-1]))
     overall.close()
-    choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, ctx)
+    with phase("record library"):
+        if library is not None:
+            library.keep([t.mod for t, d in zip(tasks, dirs) if d not in lent], run.database)
+    for task, task_dir in zip(tasks, dirs):
+        with phase("verification"):
+            result = task_result(task, run.database, run.target, searched[task_dir], run.work_dir)
+        if task_dir in lent:
+            result.notes.append(f"{lent[task_dir]} record(s) from the record library: not measured in this run")
+            result.from_library = True
+        results.append(result)
+    return _finish(run, mod, tasks, results, start, rounds=len(rounds) - 1)
+
+
+def _from_library(run: NetworkRun, library, tasks, dirs) -> dict:
+    """{task dir: records lent} of the tasks whose records the library holds (copied into the work dir's
+    database), when the work dir has none of its own."""
+    lent = {}
+    if library is None:
+        return lent
+    with phase("record library"):
+        for task, task_dir in zip(tasks, dirs):
+            if not records_of(run.database, task.mod, 1):
+                n = library.lend(task.mod, run.database)
+                if n:
+                    lent[task_dir] = n
+    return lent
+
+
+def _ranked_task(run: NetworkRun, task, task_dir: str) -> TaskResult:
+    """A zero-trial task: its policy's schedule chosen without measuring (the ranker's top scheme for a
+    conv2d/matmul), checked against the untuned function; the others keep the default build."""
+    policy = create_policy(task.policy)
+    with phase("zero-trial picks"):
+        picked = policy.unmeasured(task, run, task_dir)
+    if picked is None:
+        return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0, 0.0,
+                          False, float("nan"), [policy.missing], weight_bytes(task.mod))
+    sch, note = picked
+    with phase("verification"):
+        ok, err = verify_against_untuned(task.mod, sch.mod, run.target)
+    if ok:
+        keep_ranked(run.work_dir, task.mod, sch, run.target)
+    return TaskResult(task.name, task.policy, task.shape, task.weight, task.flops, float("nan"), 0.0, 0, 0.0, ok,
+                      err, [note if ok else f"{note}: failed its check (max error {err:.3g}), built untuned"],
+                      weight_bytes(task.mod), policy.made_by(sch.mod), ranked=ok)
+
+
+def _finish(run: NetworkRun, mod, tasks, results, start: float, rounds: int = 0) -> NetworkTuneResult:
+    ctx = run.context
+    with phase("winograd choice"):
+        choose_winograd(list(zip(tasks, results[-len(tasks):])), mod, ctx)
     structured = [r for r in results if create_policy(r.policy).structured]
-    failed = [r for r in structured if not r.trials]
+    failed = [r for r in structured if not r.trials and not r.ranked]
     if failed and len(failed) == len(structured):
         raise TTileError(f"every conv2d/matmul task failed to tune ({len(failed)} of them), e.g. {failed[0].name}: "
                          f"{'; '.join(failed[0].notes) or 'no successful measurement'}; see {ctx.work_dir}/tasks/*/"
                          f"{WorkDir.TRIALS}. No untuned build is reported as a result")
-    return NetworkTuneResult(results, time.time() - start, ctx.work_dir,
-                             # (a QDQ network's peak is int8's: its convolutions' instruction)
-                             cpu_mod.run_peak(ctx.cpu, threads=ctx.threads, precision=ctx.precision)["peak_gflops"],
-                             ctx.threads)
+    tuning_seconds = time.time() - start
+    with phase("peaks"):  # (a QDQ network's peak is int8's: its convolutions' instruction)
+        peak = cpu_mod.run_peak(ctx.cpu, threads=ctx.threads, precision=ctx.precision)["peak_gflops"]
+    return NetworkTuneResult(results, tuning_seconds, ctx.work_dir, peak, ctx.threads, rounds=rounds)
+
+
+def uses_library(search: NetworkSearch) -> bool:
+    """Whether `search` reads and adds to the record library (its `library`, else records.DEFAULT)."""
+    return search.library if search.library is not None else records.DEFAULT == "on"
+
+
+def best_seconds(database, mod) -> float | None:
+    """The median run time of `mod`'s fastest record in `database` (None: no successful one)."""
+    best = records_of(database, mod, 1)
+    secs = [float(v) for v in best[0].run_secs] if best else []
+    return statistics.median(secs) if secs and min(secs) < 1e9 else None
+
+
+def keep_ranked(work_dir: str, mod, sch, target) -> None:
+    """File a zero-trial pick in the work dir's `ranked` database, which the build reads after the tuning records
+    (build.build_executable): a later tuned run's records take its place. Its run time is no measurement (1 s)."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    database = open_database(WorkDir(work_dir).ranked)
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(mod), [1.0], target, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
 
 
 def as_recorded(database, task):
