@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--trials", type=int, default=50, help="tvm_ttile trials per conv2d/matmul task")
-    p.add_argument("--other-trials", type=int, default=16, help="MetaSchedule trials per other task")
+    p.add_argument("--other-trials", type=int, default=0, help="MetaSchedule evolutionary-search trials per other task (0: tvm_ttile's memory-bound schedules alone)")
     p.add_argument("--strategy", help="tune-model's --strategy (default: its own)")
     p.add_argument("--libraries", default="onnxruntime,openvino-fp32,openvino")
     p.add_argument("--metaschedule-trials", default="", help="also MetaSchedule's tune_relax ('same': as many trials)")

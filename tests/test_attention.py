@@ -247,7 +247,7 @@ def test_a_bf16_network_computes_attention_in_bf16(tokens, tmp_path, small_catal
     if dot_product("bf16", detect_host()) is None:
         return
     ctx = Context.make(precision="bf16", work_dir=str(tmp_path / "net"))
-    res = nw.tune_network(mod, ctx, trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, ctx, trials_per_task=2, memory_bound=False, progress=False)
     scores = [t for t in res.tasks if t.shape.endswith(f" x{HEADS}")]
     assert len(scores) == 2 and all(t.policy == "tvm_ttile" and t.verified and t.trials for t in scores), scores
     x = np.random.default_rng(2).standard_normal((1, tokens, HEADS * HEAD)).astype(np.float32)
@@ -265,7 +265,7 @@ def test_a_tuned_attention_at_197_tokens_matches(fused, tmp_path, small_catalog)
 
     model = _attention(197, True, mask=fused)
     mod = prepare(from_onnx(model, keep_params_in_input=False), fused_attention=fused)
-    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False, progress=False)
     if not fused:
         scores = [t for t in res.tasks if t.policy == "tvm_ttile" and t.shape.endswith(f" x{HEADS}")]  # Q K^T, P V
         assert len(scores) == 2
@@ -301,7 +301,7 @@ def test_a_batch_matmul_with_broadcast_batch_dimensions_is_tuned_and_matches(tmp
 
     model = _broadcast_batch()
     mod = prepare(from_onnx(model, keep_params_in_input=False))
-    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False, progress=False)
     ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert [t.shape for t in ours] == ["matmul i16,j16,k32 x6"] and ours[0].verified and ours[0].trials
     x = np.random.default_rng(4).standard_normal((2, 3, 16, 32)).astype(np.float32)

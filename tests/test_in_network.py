@@ -38,7 +38,7 @@ def test_candidates_are_timed_at_their_call_sites_and_the_network_stays_correct(
 
     mod = nw.prepare(load_model("micro_resnet").mod)
     work = str(tmp_path / "w")
-    nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
+    nw.tune_network(mod, work_dir=work, trials_per_task=3, memory_bound=False, progress=False)
     vm = nw.build_network(mod, work)
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
     expected = nw.run(vm, x)

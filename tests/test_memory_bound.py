@@ -120,8 +120,12 @@ def test_a_network_measures_them_once_beside_metaschedule_and_not_again_on_resum
     again = nw.tune_network(mod, cpu=host, work_dir=str(work), trials_per_task=1, other_trials=1, progress=False)
     assert {p: len(p.read_text().splitlines()) for p in curves} == rows
     assert [t.made_by for t in again.tasks] == [t.made_by for t in res.tasks]
-    # other_trials=0 leaves those tasks to the default build: nothing of theirs measured
-    bare = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "bare"), trials_per_task=1, other_trials=0,
+    # other_trials=0 (the default): the schedules made here alone, no evolutionary search
+    alone = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "alone"), trials_per_task=1, progress=False)
+    for t in (t for t in alone.tasks if t.policy == "metaschedule"):
+        assert t.verified and t.trials == len(memory_bound.schedules(tasks[t.name].mod, host.lanes))
+    # memory_bound=False (--memory-bound off) leaves those tasks to the default build: nothing of theirs measured
+    bare = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "bare"), trials_per_task=1, memory_bound=False,
                            progress=False)
     assert all(t.trials == 0 for t in bare.tasks if t.policy == "metaschedule")
     assert json.loads(json.dumps(res.to_json()))["tasks"][0]["made_by"]

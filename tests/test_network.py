@@ -138,7 +138,7 @@ def test_a_conv1d_network_is_tuned_by_tvm_ttile_and_correct(small_catalog, host,
         initializer=[helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.flatten())])
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
-    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False, progress=False)
     (task,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert task.shape.startswith("conv2d") and "relu" in task.name
     x = rng.standard_normal((1, 5, 29), dtype=np.float32)
@@ -170,7 +170,7 @@ def test_grouped_and_depthwise_conv1d_networks_are_tuned_by_tvm_ttile_and_correc
         initializer=[helper.make_tensor(n, TensorProto.FLOAT, w.shape, w.flatten()) for n, w in (("w1", w1), ("w2", w2))])
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
-    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False, progress=False)
     shapes = sorted(t.shape.split()[0] for t in res.tasks if t.policy == "tvm_ttile")
     assert shapes == ["conv2d", "depthwise"], [(t.name, t.policy, t.shape) for t in res.tasks]
     x = rng.standard_normal((1, 6, 31), dtype=np.float32)
@@ -204,7 +204,7 @@ def test_transposed_convolutions_become_phase_convolutions_tuned_by_tvm_ttile_an
     net = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9))
     mod = nw.prepare(net.mod)
     assert "conv2d_transpose" not in str(mod)
-    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False, progress=False)
     taps = [("r2" in t.shape.split(","), "s2" in t.shape.split(",")) for t in res.tasks if t.policy == "tvm_ttile"]
     assert sorted(taps) == [(False, False), (False, True), (True, False), (True, True)], \
         [(t.name, t.policy, t.shape) for t in res.tasks]
@@ -243,7 +243,7 @@ def test_output_channels_padded_to_whole_vectors_are_tvm_ttiles_and_correct(smal
     # the conv2d reads the NCHW input (a call_tir of its own TE, _InputLayoutIntoConv)
     assert calls.index("strided_slice") > calls.index("nn.relu") > calls.index("call_tir")
     assert "strided_slice" not in nw.prepare(net.mod, host, whole_vectors=False).script()  # as MetaSchedule gets it
-    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, other_trials=0,
+    res = nw.tune_network(mod, cpu=host, work_dir=str(tmp_path / "net"), trials_per_task=2, memory_bound=False,
                           progress=False)
     tuned = sorted(t.shape for t in res.tasks if t.policy == "tvm_ttile")
     assert len(tuned) == 2 and f"k{2 * host.lanes}" in tuned[0] and f"j{3 * host.lanes}" in tuned[1], tuned
@@ -291,7 +291,7 @@ def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, ho
         assert permutes_x(nw.extract_tasks(mod_apart, cpu=host))
         work = str(tmp_path / f"net{int(second_reader)}")
         if not second_reader:  # tuned in its earlier form first: the new form starts from that form's best scheme
-            nw.tune_network(mod_apart, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+            nw.tune_network(mod_apart, cpu=host, work_dir=work, trials_per_task=2, memory_bound=False, progress=False)
             database = open_database(work)
             conv_apart = next(t for t in nw.extract_tasks(mod_apart, cpu=host) if t.policy == "tvm_ttile")
             best_apart = measured_schemes(database, conv_apart.mod, 1)
@@ -301,7 +301,7 @@ def test_a_first_conv_reads_the_nchw_input_in_its_padding_copy(small_catalog, ho
             # were asked: they were, for the earlier function, whose directory is moved aside.
             task_dir = f"{work}/tasks/{i:02d}-{conv_task.name}"
             collides = os.path.exists(f"{task_dir}/asked.json")
-        nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+        nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, memory_bound=False, progress=False)
         if not second_reader:
             with open(f"{task_dir}/ttile_trials.jsonl") as f:
                 assert [t["scheme"] for t in map(json.loads, f) if t["scheme"]][:1] == best_apart
@@ -344,7 +344,7 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     from tvm_ttile.models.importers import load_model
 
     work = tmp_path / "micro"
-    args = ["tune-model", "micro_resnet", "--trials-per-task", "2", "--other-trials", "0", "--work-dir", str(work),
+    args = ["tune-model", "micro_resnet", "--trials-per-task", "2", "--memory-bound", "off", "--work-dir", str(work),
             "--sampler-option", "min_reuse=4", "--confirm-top", "5", "--in-network-top", "5", "--libraries", "onnxruntime",
             "--json"]
     started = time.perf_counter()
@@ -415,11 +415,11 @@ def test_tune_model_cli_builds_a_correct_network_and_resumes(small_catalog, tmp_
     assert "picks the in-network fastest" in (work / "report.md").read_text()
     # Resumed: the database already holds 2 trials per task, so nothing is measured again (the picks stay).
     mod = nw.prepare(load_model("micro_resnet").mod)
-    again = nw.tune_network(mod, work_dir=str(work), trials_per_task=2, other_trials=0, progress=False)
+    again = nw.tune_network(mod, work_dir=str(work), trials_per_task=2, memory_bound=False, progress=False)
     assert [t.trials for t in again.tasks if t.policy == "tvm_ttile"] == [2] * 3
     assert (work / "in_network").exists()
     # More trials change the records the picks were made among: the picks are dropped, not silently reused.
-    nw.tune_network(mod, work_dir=str(work), trials_per_task=3, other_trials=0, progress=False)
+    nw.tune_network(mod, work_dir=str(work), trials_per_task=3, memory_bound=False, progress=False)
     assert not (work / "in_network").exists()
     assert cli.main(["tune-model", str(tmp_path / "missing.onnx")]) == 2
     assert "missing.onnx" in capsys.readouterr().err
@@ -477,7 +477,7 @@ def test_dense_layers_tuned_by_automcl_inside_a_network(host, tmp_path):
     mod = nw.prepare(net.mod)
     assert dense_shapes(mod) == {(2, 784, 2048): 1, (2, 2048, 2048): 1, (2, 2048, 10): 1}
     work = str(tmp_path / "mlp")
-    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, memory_bound=False, progress=False, dense="automcl")
     dense = [t for t in res.tasks if t.policy == "automcl"]
     assert len(dense) == 3 and all(t.verified and t.gflops > 0 and t.trials == 6 for t in dense)
     assert not [t for t in res.tasks if "matmul" in t.name]  # no matmul left for the other policies
@@ -487,7 +487,7 @@ def test_dense_layers_tuned_by_automcl_inside_a_network(host, tmp_path):
     got = nw.run(nw.build_network(mod, work, cpu=host), x)
     ref = nw.run(nw.build_network(mod, None, cpu=host), x)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref))))
-    again = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, other_trials=0, progress=False, dense="automcl")
+    again = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=6, memory_bound=False, progress=False, dense="automcl")
     assert [t.tuning_seconds for t in again.tasks if t.policy == "automcl"] == [t.tuning_seconds for t in dense]
     with pytest.raises(TTileError, match="dense-layer policy 'blas'"):
         nw.tune_network(mod, cpu=host, work_dir=work, dense="blas")
@@ -498,7 +498,7 @@ def test_tune_model_at_two_threads_tunes_every_task_with_parallel_schemes(small_
     from tvm_ttile import cli
 
     work = tmp_path / "micro2"
-    args = ["tune-model", "micro_resnet", "--threads", "2", "--trials-per-task", "2", "--other-trials", "0",
+    args = ["tune-model", "micro_resnet", "--threads", "2", "--trials-per-task", "2", "--memory-bound", "off",
             "--work-dir", str(work), "--libraries", "onnxruntime", "--json"]
     assert cli.main(args) == 0
     report = json.loads(capsys.readouterr().out)
@@ -530,7 +530,7 @@ def test_a_network_whose_tasks_all_fail_is_an_error(small_catalog, tmp_path, mon
     monkeypatch.setattr(search, "lower", broken)
     mod = nw.prepare(load_model("micro_resnet").mod)
     with pytest.raises(TTileError, match="every conv2d/matmul task failed"):
-        nw.tune_network(mod, work_dir=str(tmp_path / "w"), trials_per_task=2, other_trials=0, progress=False)
+        nw.tune_network(mod, work_dir=str(tmp_path / "w"), trials_per_task=2, memory_bound=False, progress=False)
 
 
 def test_network_tasks_measure_no_in_place_variants_unless_asked():
@@ -539,11 +539,12 @@ def test_network_tasks_measure_no_in_place_variants_unless_asked():
     from tvm_ttile.network import network_strategy_options
     from tvm_ttile.strategies import STRATEGIES, make_strategy
 
-    assert network_strategy_options() == {"in_place_variants": 0.0}
-    assert network_strategy_options({"in_place_variants": 0.2}) == {"in_place_variants": 0.2}
+    assert network_strategy_options() == {"in_place_variants": 0.0, "pool": 1000}  # (the model strategy's pool)
+    assert network_strategy_options({"in_place_variants": 0.2}) == {"in_place_variants": 0.2, "pool": 1000}
     assert network_strategy_options({"pool": 100}) == {"in_place_variants": 0.0, "pool": 100}
+    assert network_strategy_options(strategy="random") == {"in_place_variants": 0.0}
     for name in STRATEGIES:
-        assert make_strategy(name, **network_strategy_options()).options["in_place_variants"] == 0.0
+        assert make_strategy(name, **network_strategy_options(strategy=name)).options["in_place_variants"] == 0.0
 
 
 def test_tune_model_names_an_unknown_cache_state(tmp_path):

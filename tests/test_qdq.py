@@ -214,7 +214,7 @@ def test_a_tuned_qdq_network_runs_int8_microkernels_and_still_matches(tmp_path, 
     mod = prepare(from_onnx(model, keep_params_in_input=False), cpu)
     assert quantized.precision_of(mod) == "int8"
     work = str(tmp_path / "net")
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False, cpu=cpu)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, memory_bound=False, progress=False, cpu=cpu)
     ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert len(ours) == 3 and all(t.verified for t in ours)
     # the microkernels are of the CPU's instruction: vpmaddubsw ones (named pmadd) exactly where it has no VNNI
@@ -260,7 +260,7 @@ def test_dynamically_quantized_matmuls_become_int8_tasks_and_equal_onnxruntime(t
     names = [gv.name_hint for gv, f in fused.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     assert any(n.startswith("fused_qmatmul") and "add" in n for n in names), names  # the bias fused in
     work = str(tmp_path / "net")
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, memory_bound=False, progress=False)
     assert all(t.verified for t in res.tasks if t.policy == "tvm_ttile")
     x = np.random.default_rng(5).standard_normal((1, 50, 64)).astype(np.float32)
     got = nw.run(nw.build_network(mod, work), x)
@@ -456,7 +456,7 @@ def test_a_tuned_quantized_attention_verifies_its_int8_products_and_equals_the_u
     model = _quantized(tmp_path, "attention", model=_attention(29, True), shape=shape)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     work = str(tmp_path / "net")
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, memory_bound=False, progress=False)
     products = [t for t in res.tasks if t.shape.endswith(f" x{HEADS}")]
     assert len(products) == 2 and all(t.policy == "tvm_ttile" and t.verified and t.trials for t in products), products
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)

@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).parents[1]
 BUDGETS = [  # (as written in the README, as run here)
     ("max_trials_global=50,", "max_trials_global=2,"),
     ('load_model("resnet18")', 'load_model("micro_resnet")'),
-    ("trials_per_task=50, threads=2)", "trials_per_task=1, other_trials=0, threads=2)"),
+    ("trials_per_task=50, threads=2)", "trials_per_task=1, memory_bound=False, threads=2)"),
     ("max_trials_global=1000,", "max_trials_global=6,"),
     ("max_trials_per_task=50,", "max_trials_per_task=1, num_trials_per_iter=1,"),
 ]

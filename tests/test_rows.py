@@ -64,7 +64,7 @@ def test_a_tuned_network_of_nd_linear_layers_matches(tmp_path, small_catalog):
     model = _linear((1, 13, 64), 32, True)
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     work = str(tmp_path / "net")
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=2, memory_bound=False, progress=False)
     ours = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert len(ours) == 1 and ours[0].verified and ours[0].trials
     x = np.random.default_rng(2).standard_normal((1, 13, 64)).astype(np.float32)
@@ -116,7 +116,7 @@ def test_a_record_that_fails_its_check_is_not_built(tmp_path, small_catalog, mon
     mod = prepare(from_onnx(model, keep_params_in_input=False))
     work = str(tmp_path / "net")
     monkeypatch.setattr(network_tune, "verify_against_untuned", flaky)
-    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, other_trials=0, progress=False)
+    res = nw.tune_network(mod, work_dir=work, trials_per_task=3, memory_bound=False, progress=False)
     (ours,) = [t for t in res.tasks if t.policy == "tvm_ttile"]
     assert ours.verified == (failing == 1)  # what the build runs: the record that passed, or none
     said = " ".join(ours.notes)

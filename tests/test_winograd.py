@@ -86,7 +86,7 @@ def test_network_layers_rewritten_tuned_and_built(tmp_path, host, small_catalog,
     layers = wg.layers(mod)
     assert layers == {"conv3x3 N1 H16 W16 C16 K16 out16x16": 2}  # the stem (3 channels) is not eligible
     work = str(tmp_path / "w")
-    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, other_trials=0, progress=False,
+    res = nw.tune_network(mod, cpu=host, work_dir=work, trials_per_task=2, memory_bound=False, progress=False,
                           winograd=True)
     by_policy = {}
     for t in res.tasks:

@@ -209,14 +209,15 @@ def pick_without_measuring(operator, cpu=None, seed: int = 0, threads: int = 1, 
 
 def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cost_model, seed, settings,
               runner=None, threads=1, trials_per_iter=10, progress=True, verbose=False, label="tuning",
-              builder=None, cpu=None, precision: str = "fp32") -> tuple:
+              builder=None, cpu=None, precision: str = "fp32", confirm: bool = True) -> tuple:
     """Run MetaSchedule's tune_tir for `todo` more trials with the given space/strategy/cost model, through
     the same builder, runner and measurement settings whatever the policy, then re-time the fastest records
     together (confirm.confirm_top, per `settings`). Every measured candidate is appended to
     work_dir/curve.jsonl (trial, tuning seconds so far, GFLOPS). Returns (the total tuning seconds spent in
     work_dir over all runs, confirmation included; the database, reopened when confirmation rewrote it).
     Pass one builder and runner to many calls (default_builder); `cpu`, the processor timing runs on, keys the
-    work dir with the target and `precision`."""
+    work dir with the target and `precision`; `confirm=False` leaves the re-timing to the caller (a network's
+    task searched over several rounds is confirmed once, after its last)."""
     cpu_tensor_intrinsics_only()  # before tune_tir's TuneContext: saves 30-60 s per process
     # never reuse timings made for other threads, targets, CPUs or precisions
     claim(work_dir, work_key(target, threads, settings, cpu, precision))
@@ -234,10 +235,18 @@ def run_tuner(flops, mod, target, work_dir, database, todo, space, strategy, cos
                     num_tuning_cores=settings.build_workers)
         if bar:
             bar.close()
-        with phase("confirm-top"):
-            if confirm_top(database, mod, target, settings, builder, runner, progress=progress):
-                database = reopen(database)
+        if confirm:
+            database = confirmed(database, mod, target, settings, builder, runner, progress)
     return add_tuning_seconds(work_dir, time.time() - start), database
+
+
+def confirmed(database, mod, target, settings, builder, runner, progress=True):
+    """`database` after re-timing `mod`'s fastest records together (confirm.confirm_top; reopened when that
+    rewrote it)."""
+    with phase("confirm-top"):
+        if confirm_top(database, mod, target, settings, builder, runner, progress=progress):
+            return reopen(database)
+    return database
 
 
 def read_curve(work_dir: str) -> list:

@@ -24,6 +24,11 @@ from .pairwise import PairwiseRanker
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "ranker_pairwise.json"
 
 
+# What per_scheme computed, by function, problem, scheme and cost context (all hashable, all it depends on).
+_COMPUTED: dict = {}
+_COMPUTED_KEPT = 500_000
+
+
 class Ranker:
     NAME = "base"
     OPTIONS: dict = {}
@@ -34,14 +39,16 @@ class Ranker:
 
         self.ctx = ctx
         self.options = resolve_options(self.OPTIONS, options, f"ranker {self.NAME!r}")
-        self._computed: dict = {}
 
     def per_scheme(self, problem, scheme, compute):
-        """compute(problem, scheme, ctx) of one scheme, once: a pool is ranked again after every measured batch."""
-        key = (compute, problem, scheme.text)
-        if key not in self._computed:
-            self._computed[key] = compute(problem, scheme, self.ctx)
-        return self._computed[key]
+        """compute(problem, scheme, ctx) of one scheme, once per process: a pool is ranked again after every
+        measured batch, and by the next round's ranker of a network's task."""
+        key = (compute, problem, scheme.text, self.ctx)
+        if key not in _COMPUTED:
+            if len(_COMPUTED) >= _COMPUTED_KEPT:
+                _COMPUTED.clear()
+            _COMPUTED[key] = compute(problem, scheme, self.ctx)
+        return _COMPUTED[key]
 
     def costs(self, problem, schemes) -> list:
         raise NotImplementedError

@@ -40,10 +40,10 @@ class ShareBudget:
     kind = "share"
     doc = ("each task measures its best-ranked candidates first; the tasks holding most of the network's time "
            "measure more while it pays")
-    first_trials: int = 8  # the model strategy's top 8 were level with 50 random draws (docs/decisions.md)
+    first_trials: int = 8  # the committee ranker's first 8 held 0.969x the best of 200 (ranking_xeon/NOTES.md)
     round_trials: int = 8
-    stop_gain: float = 0.02  # a round that took less than 2% off the best: more trials stop paying
-    share: float = 0.9  # the largest tasks that hold this share of the measured time get the extra rounds
+    stop_gain: float = 0.03  # a round that took less than 3% off the best (about a timing's spread): it stops paying
+    share: float = 0.8  # the largest tasks that hold this share of the measured time get the extra rounds
 
     def first(self, trials_per_task: int) -> int:
         return min(self.first_trials, trials_per_task)

@@ -15,13 +15,17 @@ CACHE_STATES = {"on": COLD_SETTINGS, "weights": dataclasses.replace(COLD_SETTING
 TWIN_SCHEMES = 5  # the best schemes of an earlier task with the same operator and sizes, measured first
 NETWORK_SAMPLER_OPTIONS = {"weights_first": 0.5, "reduction_inner": 0.5, "parallel_dims": "rows"}
 NETWORK_STRATEGY = "model"
-NETWORK_STRATEGY_OPTIONS = {"in_place_variants": 0.0}
+# (each strategy takes those it declares: pool is the model strategy's)
+NETWORK_STRATEGY_OPTIONS = {"in_place_variants": 0.0, "pool": 1000}
 
 
-def network_strategy_options(options: dict | None = None) -> dict:
-    """The search strategy's options for network tasks (any strategy): NETWORK_STRATEGY_OPTIONS, overridden by
-    `options`."""
-    return {**NETWORK_STRATEGY_OPTIONS, **(options or {})}
+def network_strategy_options(options: dict | None = None, strategy: str = NETWORK_STRATEGY) -> dict:
+    """The options of search strategy `strategy` for network tasks: those of NETWORK_STRATEGY_OPTIONS it
+    declares, overridden by `options`."""
+    from ..strategies import STRATEGIES
+
+    declared = STRATEGIES[strategy].all_options() if strategy in STRATEGIES else {}  # (unknown: refused later)
+    return {**{k: v for k, v in NETWORK_STRATEGY_OPTIONS.items() if k in declared}, **(options or {})}
 
 
 def network_sampler_options(options: dict | None = None) -> dict:

@@ -34,6 +34,9 @@ class Plan:
     finished: list = dataclasses.field(default_factory=list)
 
 
+MAX_PER_BATCH = 10  # candidates built and timed together (MetaSchedule's trials per iteration)
+
+
 class TaskPolicy:
     kind = ""
     structured = True  # tvm_ttile's own forms (its share of a network's FLOPs): a run where all fail is refused
@@ -105,12 +108,13 @@ class TTilePolicy(TaskPolicy):
         strategy = TTileSearch(seed=run.seed + place, kept=catalog.kept, fallback=catalog.ranked(),
                                threads=run.threads, trial_log=WorkDir(task_dir).trials, first=first,
                                sampler_options=network_sampler_options(run.search.sampler_options),
-                               strategy=run.search.strategy, strategy_options=network_strategy_options(run.search.strategy_options))
+                               strategy=run.search.strategy,
+                               strategy_options=network_strategy_options(run.search.strategy_options, run.search.strategy))
         if place == len(twins):
             twins.append(task.mod)
         return Plan(TTileSpaceGenerator(), strategy, ms.cost_model.RandomModel(),
                     run.budgets.get(task_dir, run.search.trials_per_task), len(records_of(run.database, task.mod)),
-                    min(10, max(run.budgets.get(task_dir, 10), 1)))
+                    min(MAX_PER_BATCH, max(run.budgets.get(task_dir, MAX_PER_BATCH), 1)))
 
 
     def layer_form(self, task, target):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import TTileError
-from ..phases import format_phases
+from ..phases import build_seconds, format_phases
 from ..relax.quantized import WITHIN_ONE_STEP
 from ..samplers import options_text
 from ..winograd import TILE_SIZES
@@ -60,6 +60,15 @@ def _budget_text(r) -> str:
             "the record library)")
 
 
+def _phases_text(r) -> str:
+    """" This run: 171 s to the tuned build, 230 s in all (by phase below)." (reports before phases: "")."""
+    p = r.get("phases")
+    if not p:
+        return ""
+    return (f" This run: {build_seconds(p):.0f} s to the tuned build, {p['wall_seconds']:.0f} s with its checks "
+            "and comparisons (by phase below).")
+
+
 def _tuning_split(r) -> str:
     """Where the tuning time went, by policy: "tvm_ttile 125 s over 16 tasks, metaschedule 32 s over 3"."""
     by = {}
@@ -81,7 +90,7 @@ def format_report(r) -> str:
              f"{len(r['tasks'])} tasks, {r['total_gflop']:.2f} GFLOP per inference; tvm_ttile {_budget_text(r)}"
              f"{_options_text(r)}, MetaSchedule {r['other_trials']} per other task; tuning "
              f"{r['tuning_seconds']:.0f} s ({_tuning_split(r)}; {r['wall_seconds']:.0f} s wall in this run, resumed "
-             "runs add up).", "",
+             "runs add up)." + _phases_text(r), "",
              "| task | policy | shape | calls | GFLOP | share of time | GFLOPS | % peak | ms alone | ms in network | "
              "trials | tuning s | verified |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     inside = r.get("in_network") or {"tasks_ms": {}}

@@ -26,7 +26,7 @@ class NetworkSearch:
     every task `trials_per_task`); `other_trials`: MetaSchedule's evolutionary search of every other task, beside
     tvm_ttile's memory-bound schedules, measured once each (default 0: those schedules alone; `memory_bound`
     False: not those either, the default build); `library`: take a task's records from the per-CPU record library
-    when it holds them, and add the run's (None: records.DEFAULT); `dense`: who tunes dense
+    when it holds them, and add the run's (None: record_library.DEFAULT); `dense`: who tunes dense
     layers (tune.DENSE_POLICIES, checked by tune_network); `strategy` and `strategy_options`: how conv2d/matmul tasks pick what to measure
     (strategies.STRATEGIES, over defaults.NETWORK_STRATEGY_OPTIONS); `sampler_options`: the ttile sampler's, over
     defaults.NETWORK_SAMPLER_OPTIONS; `winograd`: also time Winograd forms of the 3x3 layers (None:

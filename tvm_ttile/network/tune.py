@@ -20,12 +20,12 @@ from ..errors import TTileError
 from ..measure import default_builder, default_runner
 from ..metaschedule import (DesignSpacesOnce, MemoryBoundSpace, best_schedule, open_database, records_of,
                             schedule_of, ttile_problem)
-from .. import records
-from ..records import RecordLibrary
+from .. import record_library
+from ..record_library import RecordLibrary
 from ..relax import extract_tasks, quantized
 from ..phases import active, phase, recording
 from ..progress import Progress, Silent
-from ..tune import run_tuner
+from ..tune import add_tuning_seconds, confirmed, run_tuner
 from ..workdir import WorkDir, append_journal
 from .build import verify_against_untuned
 from .defaults import COLD_SETTINGS
@@ -59,7 +59,7 @@ class TaskResult:
     # Its function's name in the built network when that differs from `name` (a rewritten network numbers its
     # fused functions anew)
     symbol: str = ""
-    from_library: bool = False  # its records came from the record library (records.py), measured in another run
+    from_library: bool = False  # its records came from the record library (record_library.py), measured in another run
     ranked: bool = False  # a zero-trial pick: the ranker's top schedule, verified, never timed
 
 
@@ -152,12 +152,20 @@ class NetworkRun:
                                  runner=default_runner(self.settings, self.threads))
         return self.measurer
 
-    def tune(self, task, space, strategy, cost_model, task_dir, trials, per_iter, label, progress) -> float:
+    def tune(self, task, space, strategy, cost_model, task_dir, trials, per_iter, label, progress,
+             confirm=True) -> float:
         tuning, self.database = run_tuner(task.flops, task.mod, self.target, task_dir, self.database, trials, space,
                                           strategy, cost_model, self.seed, self.settings, threads=self.threads,
                                           trials_per_iter=per_iter, progress=progress, verbose=self.verbose,
-                                          label=self.label + label, cpu=self.cpu, **self.measurer)
+                                          label=self.label + label, cpu=self.cpu, confirm=confirm, **self.measurer)
         return tuning
+
+    def confirm(self, task, task_dir) -> float:
+        """Re-time `task`'s fastest records together (after its budget's last round); its tuning seconds then."""
+        start = time.time()
+        self.database = confirmed(self.database, task.mod, self.target, self.settings, self.measurer.get("builder"),
+                                  self.measurer.get("runner"), self.progress)
+        return add_tuning_seconds(task_dir, time.time() - start)
 
 
 def _tune_task(run: NetworkRun, task, task_dir: str) -> float:
@@ -182,7 +190,8 @@ def _tune_task(run: NetworkRun, task, task_dir: str) -> float:
             if todo:
                 run.builder_and_runner()
             tuning = run.tune(task, plan.space, plan.strategy, plan.cost_model, task_dir, todo, plan.per_iter,
-                              f"{task.policy} {task.name}", run.progress)
+                              f"{task.policy} {task.name}", run.progress,
+                              confirm=not create_policy(task.policy).budgeted)
     with open(WorkDir(task_dir).asked, "w") as f:
         json.dump({"trials": max(asked, plan.budget), "workload": workload}, f)
     return tuning
@@ -296,6 +305,9 @@ def _tune_network(mod, context, search, work_dir, progress, verbose, loose) -> N
         rounds.append([i for i, d in enumerate(dirs) if d in more])
         overall.add(len(rounds[-1]))
     overall.close()
+    for i in sorted({i for r in rounds for i in r}):  # each task searched in rounds: confirmed once, at its end
+        if create_policy(tasks[i].policy).budgeted and searched[dirs[i]] and run.measurer:
+            searched[dirs[i]] = run.confirm(tasks[i], dirs[i])
     with phase("record library"):
         if library is not None:
             library.keep([t.mod for t, d in zip(tasks, dirs) if d not in lent], run.database)
@@ -361,7 +373,7 @@ def _finish(run: NetworkRun, mod, tasks, results, start: float, rounds: int = 0)
 
 def uses_library(search: NetworkSearch) -> bool:
     """Whether `search` reads and adds to the record library (its `library`, else records.DEFAULT)."""
-    return search.library if search.library is not None else records.DEFAULT == "on"
+    return search.library if search.library is not None else record_library.DEFAULT == "on"
 
 
 def best_seconds(database, mod) -> float | None:

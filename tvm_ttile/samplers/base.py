@@ -82,6 +82,7 @@ class Sampler:
             check_share(self.options, name, owner)
         self.seed = seed
         self.rng = random.Random(seed)
+        self._draw_pools: dict = {}  # id(space) -> (space, the choices draw_choice draws from): one filter a space
 
     def choices(self, space: Space) -> list:
         """The microkernels/combinations this sampler draws from (ablations restrict it)."""
@@ -139,6 +140,18 @@ class Sampler:
 
     # --- shared draws ----------------------------------------------------------------------------
     def draw_choice(self, space: Space) -> Choice:
+        held = self._draw_pools.get(id(space))
+        if held is None or held[0] is not space:
+            held = self._draw_pools[id(space)] = (space, self._draw_pool(space))
+        pool = held[1]
+        if self.options["choice_draw"] == "kind":  # no random number unless both kinds fit
+            kinds = [k for k in ([c for c in pool if not c.combined], [c for c in pool if c.combined]) if k]
+            pool = self.rng.choice(kinds) if len(kinds) > 1 else pool
+        return self.rng.choice(pool)
+
+    def _draw_pool(self, space: Space) -> list:
+        """The choices draw_choice draws from: the sampler's, at threads > 1 those with room for the parallel
+        levels it wants where any have (the same for every draw of a space: filtered once)."""
         pool = self.choices(space)
         if not pool:
             raise TTileError(f"sampler {self.NAME!r} has nothing to draw from for {space.problem.size}")
@@ -146,10 +159,7 @@ class Sampler:
             pool = [c for c in pool if "imbalanced" not in space.parallel_levels(c, 1)] or pool
             if PARALLEL_DIMS[self.options["parallel_dims"]]:  # ... and for one on the wanted dimensions, where any do
                 pool = [c for c in pool if self._wanted_levels(space, space.parallel_levels(c, 1))] or pool
-        if self.options["choice_draw"] == "kind":  # no random number unless both kinds fit
-            kinds = [k for k in ([c for c in pool if not c.combined], [c for c in pool if c.combined]) if k]
-            pool = self.rng.choice(kinds) if len(kinds) > 1 else pool
-        return self.rng.choice(pool)
+        return pool
 
     def draw_reuse(self, space: Space, choice: Choice) -> int:
         """A divisor of the reuse extent, at least the `min_reuse` option (or the whole extent if smaller) and the

@@ -10,6 +10,11 @@ from ..costmodel.rankers import RANKERS
 from ..errors import TTileError
 from .base import Strategy
 
+# Ranked pools by everything they depend on: a task searched again (a budget's next round, a zero-trial pick
+# of a twin) takes its ranking without drawing and ranking the pool again (seconds per task).
+_RANKED: dict = {}
+_RANKED_KEPT = 256
+
 
 def ranker_options() -> dict:
     """Every ranker's options, declared once by the ranker (costmodel.rankers) and taken here as the strategy's
@@ -52,8 +57,16 @@ class ModelStrategy(Strategy):
         skip = set(skip)
         first = [s for s in dict.fromkeys(first, None) if s.text not in skip]
         seen = skip | {s.text for s in first}
-        pool = [s for s in sampler.sample_many(space, max(self.options["pool"], budget)) if s.text not in seen]
-        self.first, self.pool, self.budget = first, self.ranker.rank(self.problem, pool), budget
+        size = max(self.options["pool"], budget)
+        key = (space.problem, tuple(space.choices), space.threads, type(sampler).__name__, sampler.seed,
+               tuple(sorted(sampler.options.items())), size, self.options["ranker"],
+               tuple(sorted((k, v) for k, v in self.options.items() if k in takes)), context)
+        if key not in _RANKED:
+            if len(_RANKED) >= _RANKED_KEPT:
+                _RANKED.pop(next(iter(_RANKED)))
+            _RANKED[key] = self.ranker.rank(self.problem, sampler.sample_many(space, size))
+        pool = [s for s in _RANKED[key] if s.text not in seen]
+        self.first, self.pool, self.budget = first, pool, budget
 
     def ask(self, n):
         want = min(n, self.budget)
